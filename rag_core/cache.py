@@ -1,0 +1,76 @@
+"""A small on-disk cache (SQLite) for work that is expensive to redo: embeddings and cross-encoder scores.
+
+Embeddings are keyed by (model, sha1 of the text), so a chunk that two chunkings or two corpora
+share is embedded once; cross-encoder scores by (model, query, sha1 of the passage). SQLite's WAL mode
+lets sweep points running in parallel processes share one cache. Delete the file to start over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS embeddings (model TEXT, text_sha1 TEXT, vector BLOB, PRIMARY KEY (model, text_sha1));
+CREATE TABLE IF NOT EXISTS rerank_scores (model TEXT, query TEXT, text_sha1 TEXT, score REAL,
+                                          PRIMARY KEY (model, query, text_sha1));
+"""
+
+
+def text_sha1(text: str) -> str:
+    return hashlib.sha1(text.encode()).hexdigest()
+
+
+class ScoreCache:
+    def __init__(self, path: str | Path):
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(path, timeout=60, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.executescript(_SCHEMA)
+        self._lock = threading.Lock()
+
+    # --- embeddings: model -> text -> float32 vector ------------------------------------------
+    def get_embeddings(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:
+        """text_sha1 -> vector, for the texts that are cached."""
+        keys = list({text_sha1(text) for text in texts})
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            for start in range(0, len(keys), 500):
+                batch = keys[start : start + 500]
+                rows = self._conn.execute(
+                    f"SELECT text_sha1, vector FROM embeddings WHERE model = ? AND text_sha1 IN ({','.join('?' * len(batch))})",
+                    [model, *batch],
+                ).fetchall()
+                found.update((key, np.frombuffer(blob, dtype=np.float32)) for key, blob in rows)
+        return found
+
+    def put_embeddings(self, model: str, texts: Sequence[str], vectors: np.ndarray) -> None:
+        rows = [(model, text_sha1(text), np.asarray(vector, dtype=np.float32).tobytes()) for text, vector in zip(texts, vectors)]
+        with self._lock, self._conn:
+            self._conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)", rows)
+
+    # --- cross-encoder scores: (model, query, passage) -> score ------------------------------
+    def get_scores(self, model: str, query: str, texts: Sequence[str]) -> dict[str, float]:
+        keys = list({text_sha1(text) for text in texts})
+        if not keys:
+            return {}
+        with self._lock:
+            rows = self._conn.execute(
+                f"SELECT text_sha1, score FROM rerank_scores WHERE model = ? AND query = ? AND text_sha1 IN ({','.join('?' * len(keys))})",
+                [model, query, *keys],
+            ).fetchall()
+        return dict(rows)
+
+    def put_scores(self, model: str, query: str, texts: Sequence[str], scores: Sequence[float]) -> None:
+        rows = [(model, query, text_sha1(text), float(score)) for text, score in zip(texts, scores)]
+        with self._lock, self._conn:
+            self._conn.executemany("INSERT OR REPLACE INTO rerank_scores VALUES (?, ?, ?, ?)", rows)
+
+    def close(self) -> None:
+        self._conn.close()

@@ -1,0 +1,173 @@
+"""One frozen dataclass holds every setting; YAML files and CLI flags set them.
+
+Precedence, lowest first: defaults, the YAML file, environment variables (models and LLM provider
+only), explicit overrides (CLI flags, notebook parameters). Unknown keys are an error naming the key.
+Where the store lives is not a setting: it changes where results are kept, never what they are.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from rag_core.tokenizer import TOKENIZERS
+
+DEFAULT_EMBED_MODEL = "BAAI/bge-small-en-v1.5"
+DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
+DEFAULT_LLM_MODEL = "claude-sonnet-4-5"
+
+MODES = ("dense", "bm25", "hybrid")
+BM25_BACKENDS = ("bm25s", "rank_bm25")
+LLM_PROVIDERS = ("anthropic", "openai")
+
+# setting -> environment variable that overrides it
+ENV_OVERRIDES = {
+    "embed_model": "RAG_EMBED_MODEL",
+    "rerank_model": "RAG_RERANK_MODEL",
+    "llm_model": "RAG_LLM_MODEL",
+    "llm_provider": "LLM_PROVIDER",
+}
+
+
+class ConfigError(ValueError):
+    """A setting is unknown or has a value it cannot take."""
+
+
+@dataclass(frozen=True)
+class RagConfig:
+    # chunking (sizes count words)
+    chunk_size: int = 512
+    overlap: int = 64
+    per_page: bool = False
+    # retrieval
+    mode: str = "hybrid"  # dense | bm25 | hybrid
+    k: int = 5  # passages kept at the end
+    retrieve_depth: int = 20  # candidates taken from each retriever
+    rrf_k: int = 60
+    rerank_depth: int = 20  # fused candidates re-scored by the cross-encoder; 0 = no re-ranking
+    # BM25
+    bm25_backend: str = "bm25s"  # bm25s | rank_bm25
+    tokenizer: str = "stem"  # stem | simple | whitespace (see rag_core.tokenizer)
+    bm25_k1: float = 1.5
+    bm25_b: float = 0.75
+    # models
+    embed_model: str = DEFAULT_EMBED_MODEL
+    rerank_model: str = DEFAULT_RERANK_MODEL
+    embed_batch_size: int = 32
+    model_fallback: bool = True  # offline: fall back to the packaged MiniLM, announced and recorded
+    # generation
+    llm_provider: str = "anthropic"
+    llm_model: str = DEFAULT_LLM_MODEL
+    max_answer_tokens: int = 1024
+    min_rerank_score: float = 0.0  # no-answer threshold on the cross-encoder score (logit)
+    min_retriever_agreement: int = 2  # without re-ranker: a passage must be found by this many retrievers
+    # evaluation
+    metrics_k: tuple[int, ...] = (5, 10)
+
+    def __post_init__(self) -> None:
+        checks = [
+            (self.chunk_size > 0, "chunk_size must be > 0"),
+            (0 <= self.overlap < self.chunk_size, "overlap must be >= 0 and < chunk_size"),
+            (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
+            (self.k > 0, "k must be > 0"),
+            (self.retrieve_depth > 0, "retrieve_depth must be > 0"),
+            (self.rrf_k >= 0, "rrf_k must be >= 0"),
+            (self.rerank_depth >= 0, "rerank_depth must be >= 0"),
+            (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {', '.join(TOKENIZERS)}"),
+            (self.bm25_backend in BM25_BACKENDS, f"bm25_backend must be one of {', '.join(BM25_BACKENDS)}"),
+            (self.llm_provider in LLM_PROVIDERS, f"llm_provider must be one of {', '.join(LLM_PROVIDERS)}"),
+            (all(k > 0 for k in self.metrics_k), "metrics_k must hold positive integers"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ConfigError(message)
+
+    # --- building ---------------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any], *, where: str = "config") -> "RagConfig":
+        known = {f.name: f for f in fields(cls)}
+        unknown = [key for key in values if key not in known]
+        if unknown:
+            raise ConfigError(
+                f"unknown setting {unknown[0]!r} in {where}; valid settings: {', '.join(sorted(known))}"
+            )
+        return cls(**{key: _coerce(known[key], value, where) for key, value in values.items()})
+
+    def replace(self, **changes: Any) -> "RagConfig":
+        merged = {**self.as_dict(), **changes}
+        return RagConfig.from_dict(merged)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def as_params(self) -> dict[str, str]:
+        """Flat string params for MLflow (tuples joined with commas)."""
+        return {
+            key: ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
+            for key, value in self.as_dict().items()
+        }
+
+    def chunking_key(self) -> dict[str, Any]:
+        return {"chunk_size": self.chunk_size, "overlap": self.overlap, "per_page": self.per_page}
+
+
+def setting_names() -> list[str]:
+    return [f.name for f in fields(RagConfig)]
+
+
+def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> RagConfig:
+    """Defaults < YAML file < environment (models, provider) < overrides."""
+    values: dict[str, Any] = {}
+    if path is not None:
+        values.update(read_yaml_settings(path))
+    for key, env_name in ENV_OVERRIDES.items():
+        if os.environ.get(env_name):
+            values[key] = os.environ[env_name]
+    values.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    return RagConfig.from_dict(values, where=str(path) if path else "settings")
+
+
+def read_yaml_settings(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} must hold a mapping of setting: value")
+    # Unknown keys are reported by RagConfig.from_dict with the file's name.
+    RagConfig.from_dict(data, where=str(path))
+    return data
+
+
+def _coerce(field: dataclasses.Field, value: Any, where: str) -> Any:
+    """Turn YAML/CLI values into the field's type, with an error naming the key."""
+    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
+    try:
+        if kind == "bool":
+            if isinstance(value, str):
+                if value.lower() in ("true", "1", "yes", "on"):
+                    return True
+                if value.lower() in ("false", "0", "no", "off"):
+                    return False
+                raise ValueError(value)
+            return bool(value)
+        if kind == "int":
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind.startswith("tuple"):
+            items = value.split(",") if isinstance(value, str) else list(value)
+            return tuple(int(item) for item in items)
+        return str(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"setting {field.name!r} in {where}: cannot use {value!r} as {kind}") from None

@@ -1,0 +1,84 @@
+"""Dense embeddings with sentence-transformers: normalised, batched, cached, with a progress bar.
+
+Passages go through ``encode_document`` and queries through ``encode_query``, so a model that asks
+for query/passage prompts (BGE, E5) gets them. Every text's embedding is cached on disk by
+(model, text), so nothing unchanged is embedded twice. ``count_truncated`` reports how many texts
+are longer than the model's maximum sequence length (their tails are not embedded).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from rag_core.cache import ScoreCache, text_sha1
+from rag_core.models import LoadedModel, load_embedder
+
+
+@dataclass(frozen=True)
+class EmbedStats:
+    texts: int
+    embedded: int  # computed by the model in this call
+    cache_hits: int
+    seconds: float
+
+    @property
+    def texts_per_second(self) -> float:
+        return self.embedded / self.seconds if self.seconds > 0 else 0.0
+
+
+class Embedder:
+    def __init__(self, model_name: str, batch_size: int = 32, cache: ScoreCache | None = None,
+                 fallback: bool = True, progress: bool = False):
+        self.model_name = model_name
+        self.batch_size = batch_size
+        self.cache = cache
+        self.fallback = fallback
+        self.progress = progress
+        self._loaded: LoadedModel | None = None
+
+    @property
+    def loaded(self) -> LoadedModel:
+        if self._loaded is None:
+            self._loaded = load_embedder(self.model_name, self.fallback)
+        return self._loaded
+
+    @property
+    def name_used(self) -> str:
+        return self.loaded.used
+
+    @property
+    def max_seq_length(self) -> int:
+        return int(self.loaded.model.max_seq_length)
+
+    def embed_documents(self, texts: Sequence[str]) -> tuple[np.ndarray, EmbedStats]:
+        started = time.perf_counter()
+        cached = self.cache.get_embeddings(self.name_used, texts) if self.cache else {}
+        missing = list(dict.fromkeys(text for text in texts if text_sha1(text) not in cached))
+        if missing:
+            vectors = self.loaded.model.encode_document(
+                missing, batch_size=self.batch_size, normalize_embeddings=True,
+                show_progress_bar=self.progress, convert_to_numpy=True,
+            ).astype(np.float32)
+            if self.cache:
+                self.cache.put_embeddings(self.name_used, missing, vectors)
+            cached.update((text_sha1(text), vector) for text, vector in zip(missing, vectors))
+        matrix = np.stack([cached[text_sha1(text)] for text in texts]) if texts else np.zeros((0, 0), np.float32)
+        stats = EmbedStats(len(texts), len(missing), len(texts) - len(missing), time.perf_counter() - started)
+        return matrix, stats
+
+    def embed_query(self, query: str) -> np.ndarray:
+        return self.loaded.model.encode_query(query, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
+
+    def count_truncated(self, texts: Sequence[str]) -> int:
+        """How many texts have more tokens (special tokens included) than the model reads."""
+        tokenizer = self.loaded.model.tokenizer
+        limit = self.max_seq_length
+        truncated = 0
+        for start in range(0, len(texts), 256):
+            encoded = tokenizer(list(texts[start : start + 256]), add_special_tokens=True, truncation=False)["input_ids"]
+            truncated += sum(len(ids) > limit for ids in encoded)
+        return truncated

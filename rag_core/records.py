@@ -1,0 +1,93 @@
+"""The plain, typed records that pass between stages.
+
+Shapes:
+- ``Document``: one input file, its whole text and where each page starts in it.
+- ``Chunk``: a span of a document's text with its page span and a deterministic id.
+- ``Hit``: a chunk as ranked by a stage, with the score and rank it had at every stage it went through.
+- runs (for ``ranx``): ``dict[query_id, dict[item_id, float]]``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import hashlib
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+# Pages are joined with this separator in ``Document.text``; it is also a paragraph break for chunking.
+PAGE_SEPARATOR = "\n\n"
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str  # path relative to the input root, POSIX style: "guides/runbook.pdf"
+    text: str  # all pages joined with PAGE_SEPARATOR
+    page_starts: tuple[int, ...]  # page_starts[i] = offset in `text` where page i+1 begins
+    content_hash: str  # sha256 of the source file's bytes
+
+    @classmethod
+    def from_pages(cls, doc_id: str, pages: list[str], content_hash: str) -> "Document":
+        starts, parts, offset = [], [], 0
+        for page_text in pages:
+            starts.append(offset)
+            parts.append(page_text)
+            offset += len(page_text) + len(PAGE_SEPARATOR)
+        return cls(doc_id, PAGE_SEPARATOR.join(parts), tuple(starts), content_hash)
+
+    @property
+    def n_pages(self) -> int:
+        return len(self.page_starts)
+
+    def page_at(self, offset: int) -> int:
+        """1-based page number of the character at `offset`."""
+        return max(1, bisect.bisect_right(self.page_starts, offset))
+
+    def page_text(self, page: int) -> str:
+        start = self.page_starts[page - 1]
+        end = self.page_starts[page] - len(PAGE_SEPARATOR) if page < self.n_pages else len(self.text)
+        return self.text[start:end]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    id: str
+    doc_id: str
+    text: str  # == document.text[char_start:char_end]
+    char_start: int
+    char_end: int
+    page_start: int  # 1-based, inclusive
+    page_end: int
+
+    @staticmethod
+    def make_id(doc_id: str, char_start: int, char_end: int, text: str) -> str:
+        digest = hashlib.sha1(f"{doc_id}\x00{char_start}\x00{char_end}\x00{text}".encode()).hexdigest()
+        return digest[:20]
+
+    def citation(self) -> str:
+        """``[Source: doc, page N]`` (or ``pages N-M`` when the chunk crosses pages)."""
+        if self.page_start == self.page_end:
+            return f"[Source: {self.doc_id}, page {self.page_start}]"
+        return f"[Source: {self.doc_id}, pages {self.page_start}-{self.page_end}]"
+
+
+class ScoredId(NamedTuple):
+    """One result of a retriever or fusion: an item id and its score (higher is better)."""
+
+    id: str
+    score: float
+
+
+@dataclass(frozen=True)
+class StageScore:
+    rank: int  # 1-based
+    score: float
+
+
+@dataclass(frozen=True)
+class Hit:
+    chunk: Chunk
+    score: float  # score at the last stage the hit went through
+    stages: dict[str, StageScore] = field(default_factory=dict)  # "dense" | "bm25" | "fused" | "rerank"
+
+
+Run = dict[str, dict[str, float]]  # query_id -> item_id -> score

@@ -1,0 +1,71 @@
+"""Vector store: named collections of normalised embeddings, searched by cosine similarity.
+
+``VectorStore`` is the small interface the pipeline uses, so a server (Chroma in client/server mode,
+Qdrant) can replace the embedded default; ``ChromaVectorStore`` is that default, a ChromaDB
+``PersistentClient`` on disk. Writes are upserts by chunk id, so writing the same chunks twice adds
+nothing. Left out: metadata filtering and deletion of single items.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Mapping, Protocol, Sequence
+
+import numpy as np
+
+from rag_core.records import ScoredId
+
+_UPSERT_BATCH = 1000
+
+
+class VectorStore(Protocol):
+    def count(self, collection: str) -> int: ...
+
+    def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray,
+               metadatas: Sequence[Mapping[str, str | int]], texts: Sequence[str]) -> None: ...
+
+    def search(self, collection: str, vector: np.ndarray, k: int) -> list[ScoredId]: ...
+
+
+class ChromaVectorStore:
+    """ChromaDB embedded on disk, one collection per (corpus, chunking, model), cosine distance."""
+
+    def __init__(self, path: str | Path):
+        import chromadb
+
+        self.path = Path(path)
+        self._client = chromadb.PersistentClient(
+            path=str(self.path), settings=chromadb.Settings(anonymized_telemetry=False)
+        )
+        self._collections: dict = {}
+
+    def _collection(self, name: str):
+        if name not in self._collections:
+            self._collections[name] = self._client.get_or_create_collection(
+                name, configuration={"hnsw": {"space": "cosine"}}, embedding_function=None
+            )
+        return self._collections[name]
+
+    def count(self, collection: str) -> int:
+        return self._collection(collection).count()
+
+    def upsert(self, collection, ids, vectors, metadatas, texts) -> None:
+        target = self._collection(collection)
+        for start in range(0, len(ids), _UPSERT_BATCH):
+            end = start + _UPSERT_BATCH
+            target.upsert(
+                ids=list(ids[start:end]),
+                embeddings=np.asarray(vectors[start:end], dtype=np.float32),
+                metadatas=[dict(m) for m in metadatas[start:end]],
+                documents=list(texts[start:end]),
+            )
+
+    def search(self, collection: str, vector: np.ndarray, k: int) -> list[ScoredId]:
+        target = self._collection(collection)
+        result = target.query(
+            query_embeddings=np.asarray(vector, dtype=np.float32)[None, :],
+            n_results=min(k, max(1, target.count())),
+            include=["distances"],
+        )
+        # Chroma's cosine distance is 1 - cosine similarity.
+        return [ScoredId(id_, 1.0 - float(distance)) for id_, distance in zip(result["ids"][0], result["distances"][0])]
