@@ -85,8 +85,13 @@ class Index:
         if self._chunks is None:
             self._chunks = self._load_or_build_chunks()
             self.stats.chunks = len(self._chunks)
-            self.chunk_by_id = {chunk.id: chunk for chunk in self._chunks}
+            self._chunk_by_id = {chunk.id: chunk for chunk in self._chunks}
         return self._chunks
+
+    @property
+    def chunk_by_id(self) -> dict[str, Chunk]:
+        self.chunks
+        return self._chunk_by_id
 
     def _load_or_build_chunks(self) -> list[Chunk]:
         path = self.dir / "chunks.jsonl"

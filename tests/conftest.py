@@ -1,0 +1,60 @@
+"""Shared fixtures. Tests run offline: models fall back to the packaged all-MiniLM-L6-v2 weights
+(a random-head cross-encoder for re-ranking: it exercises the code path, its scores mean nothing)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+for variable in ("RAG_EMBED_MODEL", "RAG_RERANK_MODEL", "RAG_LLM_MODEL", "LLM_PROVIDER", "RAG_STORE",
+                 "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
+    os.environ.pop(variable, None)
+
+from rag_core.config import RagConfig  # noqa: E402
+from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def sample_documents_dir() -> Path:
+    return SAMPLE_DOCUMENTS_DIR
+
+
+@pytest.fixture(scope="session")
+def sample_golden_file() -> Path:
+    return SAMPLE_GOLDEN_FILE
+
+
+@pytest.fixture(scope="session")
+def sample_store(tmp_path_factory) -> Path:
+    """The sample corpus ingested once with the default settings (hybrid, chunk_size 512)."""
+    from rag_core.service import ingest_directory
+
+    store = tmp_path_factory.mktemp("sample-store")
+    report = ingest_directory(SAMPLE_DOCUMENTS_DIR, store, RagConfig())
+    assert report["documents"] >= 6
+    return store
+
+
+@pytest.fixture
+def copy_of_sample_store(sample_store, tmp_path) -> Path:
+    target = tmp_path / "store"
+    shutil.copytree(sample_store, target)
+    return target
+
+
+def run_cli(*args: str, store: Path | None = None, env: dict[str, str] | None = None, cwd: Path | None = None):
+    """Run `rag-pipeline` as a subprocess, the way a user does."""
+    command = [sys.executable, "-m", "rag_core.cli", *args]
+    if store is not None:
+        command += ["--store", str(store)]
+    return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})},
+                          cwd=cwd or ROOT, timeout=600)

@@ -1,0 +1,89 @@
+"""Ingestion: page numbers, relative-path ids, and every kind of bad input, through the CLI too."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from pdf_factory import write_bad_input_folder, write_pdf
+from rag_core.ingest import read_documents
+
+
+@pytest.fixture
+def bad_folder(tmp_path):
+    root = tmp_path / "input"
+    expected = write_bad_input_folder(root)
+    return root, expected
+
+
+def test_pages_are_one_based_and_text_is_extracted(tmp_path):
+    write_pdf(tmp_path / "three.pdf", ["Alpha page text.", "Bravo page text.", "Charlie page text."])
+    [doc] = read_documents(tmp_path).documents
+    assert doc.doc_id == "three.pdf"
+    assert doc.n_pages == 3
+    assert [doc.page_text(p) for p in (1, 2, 3)] == ["Alpha page text.", "Bravo page text.", "Charlie page text."]
+    assert doc.page_at(doc.text.index("Bravo")) == 2
+    assert doc.page_at(doc.text.index("Charlie")) == 3
+
+
+def test_bad_files_are_reported_and_good_ones_read(bad_folder):
+    root, expected = bad_folder
+    result = read_documents(root)
+    good = sorted(path for path, reason in expected.items() if not reason)
+    assert sorted(doc.doc_id for doc in result.documents) == good
+    reasons = {item.path: item.reason for item in result.skipped}
+    assert set(reasons) == {path for path, reason in expected.items() if reason}
+    for path, keyword in expected.items():
+        if keyword:
+            assert keyword in reasons[path].lower(), (path, reasons[path])
+
+
+def test_same_file_name_in_two_folders_is_two_documents(bad_folder):
+    root, _ = bad_folder
+    docs = {doc.doc_id: doc for doc in read_documents(root).documents}
+    assert "88 miles per hour" in docs["archive/report.pdf"].text
+    assert "1.21 gigawatts" in docs["manuals/report.pdf"].text
+
+
+@pytest.mark.slow
+def test_cli_ingest_bad_folder_keeps_existing_store_and_adds_no_duplicates(bad_folder, tmp_path):
+    root, expected = bad_folder
+    store = tmp_path / "store"
+    first = run_cli("ingest", "--input", str(root), "--json", "--chunk-size", "64", store=store)
+    assert first.returncode == 0, first.stderr
+    report = json.loads(first.stdout)
+    assert report["documents"] == 3
+    assert {item["path"] for item in report["skipped"]} == {p for p, r in expected.items() if r}
+    assert report["added"] == report["chunks"] > 0
+
+    again = json.loads(run_cli("ingest", "--input", str(root), "--json", "--chunk-size", "64", store=store).stdout)
+    assert (again["documents"], again["chunks"], again["added"], again["embedded"]) == (3, report["chunks"], 0, 0)
+
+    # A folder where nothing can be read: exit 2, and the store still answers.
+    only_bad = tmp_path / "only-bad"
+    only_bad.mkdir()
+    (only_bad / "empty.pdf").write_bytes(b"")
+    (only_bad / "broken.pdf").write_bytes(b"garbage")
+    failed = run_cli("ingest", "--input", str(only_bad), "--chunk-size", "64", store=store)
+    assert failed.returncode == 2
+    assert "nothing could be ingested" in failed.stderr and "broken.pdf" in failed.stderr
+
+    answer = run_cli("query", "How many gigawatts does the flux capacitor need?", "--json", "--no-llm",
+                     "--chunk-size", "64", "--rerank-depth", "0", store=store)
+    assert answer.returncode == 0, answer.stderr
+    payload = json.loads(answer.stdout)
+    assert payload["passages"][0]["source"] == "manuals/report.pdf"
+    assert "[Source: manuals/report.pdf, page 1]" in payload["answer"]
+
+
+def test_cli_query_before_ingest_says_what_to_run(tmp_path):
+    result = run_cli("query", "anything", store=tmp_path / "empty-store")
+    assert result.returncode == 2
+    assert "rag-pipeline ingest --input" in result.stderr
+
+
+def test_cli_missing_input_folder_is_bad_input(tmp_path):
+    result = run_cli("ingest", "--input", str(tmp_path / "nope"), store=tmp_path / "s")
+    assert result.returncode == 2 and "not found" in result.stderr
