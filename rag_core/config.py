@@ -19,7 +19,7 @@ from rag_core.tokenizer import TOKENIZERS
 
 DEFAULT_EMBED_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
-DEFAULT_LLM_MODEL = "claude-sonnet-4-5"
+DEFAULT_LLM_MODEL = "claude-sonnet-5-5"
 
 MODES = ("dense", "bm25", "hybrid")
 BM25_BACKENDS = ("bm25s", "rank_bm25")

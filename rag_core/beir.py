@@ -1,0 +1,133 @@
+"""Read a BEIR dataset as documents and golden queries, so it is evaluated like any corpus.
+
+A BEIR directory holds (Thakur et al., 2021, "BEIR: A Heterogeneous Benchmark for Zero-shot
+Evaluation of Information Retrieval Models")::
+
+    corpus.jsonl        {"_id": "d1", "title": "...", "text": "..."}
+    queries.jsonl       {"_id": "q1", "text": "..."}
+    qrels/<split>.tsv   query-id <TAB> corpus-id <TAB> score   (header line first)
+
+Each corpus entry becomes a one-page ``Document`` (title, blank line, text). Qrels with a score > 0
+become document-level evidence (no page, no text); graded scores are not kept, relevance is binary.
+Only queries with at least one relevant document are returned.
+
+Malformed lines and duplicate ids are a ``GoldenSetError`` naming the file and line; a missing file
+is a ``FileNotFoundError`` naming the path. Qrels that point at a query or document the dataset
+does not hold (published datasets have a few) are skipped with one warning, since the data
+cannot be fixed by the user. Downloading datasets is left out.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import warnings
+from pathlib import Path
+from typing import Iterator
+
+from rag_core.golden import Evidence, GoldenQuery, GoldenSetError
+from rag_core.records import Document
+
+
+def load_beir(directory: str | Path, split: str = "test") -> tuple[list[Document], list[GoldenQuery]]:
+    """(documents in corpus order, queries in queries.jsonl order that have relevant documents)."""
+    directory = Path(directory)
+    corpus_path = _require(directory / "corpus.jsonl", "corpus")
+    queries_path = _require(directory / "queries.jsonl", "queries")
+    qrels_path = directory / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        splits = sorted(path.stem for path in (directory / "qrels").glob("*.tsv"))
+        raise FileNotFoundError(
+            f"BEIR qrels for split {split!r} not found: {qrels_path}"
+            f" (available splits: {', '.join(splits) if splits else 'none'})"
+        )
+
+    documents = _read_corpus(corpus_path)
+    query_texts: dict[str, str] = {}  # query_id -> text
+    for where, record in _read_jsonl(queries_path):
+        query_id = _required_id(record, where)
+        if query_id in query_texts:
+            raise GoldenSetError(f"{where}: duplicate query id {query_id!r}")
+        query_texts[query_id] = str(record.get("text") or "")
+
+    relevant = _read_qrels(qrels_path)  # query_id -> relevant corpus ids, in file order
+    doc_ids = {document.doc_id for document in documents}
+    missing_queries = [qid for qid in relevant if qid not in query_texts]
+    missing_docs = sorted({doc for docs in relevant.values() for doc in docs if doc not in doc_ids})
+    if missing_queries or missing_docs:
+        warnings.warn(
+            f"{qrels_path}: skipped qrels for {len(missing_queries)} queries not in queries.jsonl and "
+            f"{len(missing_docs)} documents not in corpus.jsonl (e.g. {(missing_queries + missing_docs)[:3]})",
+            UserWarning,
+            stacklevel=2,
+        )
+
+    queries = []
+    for query_id, text in query_texts.items():
+        evidence = tuple(Evidence(doc_id) for doc_id in relevant.get(query_id, ()) if doc_id in doc_ids)
+        if evidence:
+            queries.append(GoldenQuery(query_id, text, None, evidence))
+    return documents, queries
+
+
+def _read_corpus(path: Path) -> list[Document]:
+    documents: list[Document] = []
+    seen: set[str] = set()
+    for where, record in _read_jsonl(path):
+        doc_id = _required_id(record, where)
+        if doc_id in seen:
+            raise GoldenSetError(f"{where}: duplicate corpus id {doc_id!r}")
+        seen.add(doc_id)
+        title, body = str(record.get("title") or "").strip(), str(record.get("text") or "")
+        text = f"{title}\n\n{body}" if title else body
+        documents.append(Document.from_pages(doc_id, [text], hashlib.sha256(text.encode("utf-8")).hexdigest()))
+    return documents
+
+
+def _read_qrels(path: Path) -> dict[str, list[str]]:
+    """query_id -> corpus ids with score > 0, in file order, each once."""
+    relevant: dict[str, dict[str, None]] = {}
+    with path.open(encoding="utf-8") as lines:
+        for line_number, line in enumerate(lines, start=1):
+            fields = line.rstrip("\r\n").split("\t")
+            if not line.strip() or (line_number == 1 and fields[0].strip() == "query-id"):
+                continue
+            if len(fields) != 3:
+                raise GoldenSetError(f"{path}:{line_number}: expected query-id<TAB>corpus-id<TAB>score")
+            query_id, doc_id, score = (field.strip() for field in fields)
+            try:
+                is_relevant = float(score) > 0
+            except ValueError:
+                raise GoldenSetError(f"{path}:{line_number}: score {score!r} is not a number") from None
+            if is_relevant:
+                relevant.setdefault(query_id, {})[doc_id] = None
+    return {query_id: list(doc_ids) for query_id, doc_ids in relevant.items()}
+
+
+def _read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
+    """("file:line", record) for each non-blank line."""
+    with path.open(encoding="utf-8") as lines:
+        for line_number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise GoldenSetError(f"{where}: malformed JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise GoldenSetError(f"{where}: expected a JSON object")
+            yield where, record
+
+
+def _required_id(record: dict, where: str) -> str:
+    value = record.get("_id")
+    if value is None or str(value) == "":
+        raise GoldenSetError(f"{where}: missing '_id'")
+    return str(value)
+
+
+def _require(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(f"BEIR {what} file not found: {path}")
+    return path
