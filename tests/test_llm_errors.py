@@ -1,0 +1,146 @@
+"""Every failure gives a clear LLMError, and the key never appears in a message, log or traceback."""
+
+from __future__ import annotations
+
+import logging
+import socket
+import traceback
+
+import pytest
+
+from llm_fixtures import (  # noqa: F401
+    FAST,
+    PLANTED_KEY,
+    PLANTED_OPENAI_KEY,
+    anthropic_env,
+    clean_llm_env,
+    llm_server,
+    openai_env,
+)
+from llm_server import prompt_too_long, rate_limited, reply
+from rag_core.config import RagConfig
+from rag_core.llm import (
+    ContextTooLong,
+    InvalidAPIKey,
+    LLMClient,
+    LLMError,
+    LLMUnavailable,
+    MissingAPIKey,
+    RateLimited,
+    complete_with_retries,
+    redact,
+)
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def assert_no_key(error: BaseException, *keys: str) -> None:
+    rendered = "".join(traceback.format_exception(error)) + repr(error) + repr(error.args)
+    for key in keys or (PLANTED_KEY, PLANTED_OPENAI_KEY):
+        assert key not in rendered
+    assert error.__cause__ is None and error.__context__ is None  # the SDK error is not chained
+
+
+# --- missing key --------------------------------------------------------------------------------
+@pytest.mark.parametrize(("provider", "variable"), [("anthropic", "ANTHROPIC_API_KEY"), ("openai", "OPENAI_API_KEY")])
+def test_missing_key_names_the_variable(clean_llm_env, provider, variable):
+    with pytest.raises(MissingAPIKey, match=variable):
+        LLMClient(provider)
+
+
+def test_unknown_provider_lists_the_valid_ones():
+    with pytest.raises(ValueError, match="anthropic, openai"):
+        LLMClient("mistral", api_key="x")
+
+
+# --- mapped HTTP errors -------------------------------------------------------------------------
+def test_invalid_key(anthropic_env):
+    anthropic_env.script(reply("", status=401))  # the fake server echoes the key in its error body
+    with pytest.raises(InvalidAPIKey, match="rejected the API key.*ANTHROPIC_API_KEY") as caught:
+        LLMClient().complete("system", "user", 10)
+    assert_no_key(caught.value)
+    assert "invalid x-api-key" in str(caught.value)  # the server's message is kept, redacted
+
+
+def test_invalid_key_openai(openai_env):
+    openai_env.script(reply("", status=401))
+    with pytest.raises(InvalidAPIKey, match="OPENAI_API_KEY") as caught:
+        LLMClient("openai").complete("system", "user", 10)
+    assert_no_key(caught.value)
+
+
+def test_rate_limit_is_one_request_with_sdk_retries_off(anthropic_env):
+    anthropic_env.script(rate_limited(retry_after="7"))
+    with pytest.raises(RateLimited, match="rate limit") as caught:
+        LLMClient().complete("system", "user", 10)
+    assert caught.value.retry_after_s == 7.0
+    assert len(anthropic_env.requests) == 1
+
+
+def test_rate_limit_retries_then_gives_up(anthropic_env):
+    anthropic_env.script(rate_limited("30"), rate_limited("30"), rate_limited("30"))
+    with pytest.raises(RateLimited):
+        complete_with_retries(LLMClient(), "system", "user", 10, retries=2, **FAST)  # retry-after capped
+    assert len(anthropic_env.requests) == 3
+
+
+@pytest.mark.parametrize("status", [500, 529])
+def test_server_errors_are_unavailable(anthropic_env, status):
+    anthropic_env.script(reply("", status=status))
+    with pytest.raises(LLMUnavailable, match=f"HTTP {status}"):
+        LLMClient().complete("system", "user", 10)
+
+
+def test_network_failure(clean_llm_env):
+    clean_llm_env.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
+    clean_llm_env.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{closed_port()}")
+    with pytest.raises(LLMUnavailable, match="cannot reach anthropic") as caught:
+        LLMClient(timeout_s=5).complete("system", "user", 10)
+    assert_no_key(caught.value)
+
+
+@pytest.mark.parametrize("env", ["anthropic_env", "openai_env"])
+def test_context_too_long_from_the_server(env, request):
+    server = request.getfixturevalue(env)
+    server.script(prompt_too_long())
+    provider = "openai" if env == "openai_env" else "anthropic"
+    with pytest.raises(ContextTooLong, match="too long.*lower k"):
+        LLMClient(provider).complete("system", "user", 10)
+
+
+def test_context_too_long_detected_before_sending(anthropic_env):
+    with pytest.raises(ContextTooLong, match="about \\d+ tokens"):
+        LLMClient(max_context_tokens=1000).complete("system", "word " * 5000, 100)
+    assert anthropic_env.requests == []
+
+
+# --- the key stays secret -----------------------------------------------------------------------
+def test_key_never_in_logs_or_messages(anthropic_env, caplog):
+    caplog.set_level(logging.DEBUG)  # SDK and HTTP-client debug logs included
+    anthropic_env.script(rate_limited(), reply("", status=401), reply("fine"))
+    client = LLMClient()
+    with pytest.raises(LLMError) as caught:
+        complete_with_retries(client, "system", "user", 10, retries=3, **FAST)
+    assert_no_key(caught.value)
+    assert client.complete("system", "user", 10).text == "fine"
+    assert PLANTED_KEY not in repr(client) and PLANTED_KEY not in str(vars(client))
+    assert caplog.records, "expected SDK debug logging to be captured"
+    for record in caplog.records:
+        assert PLANTED_KEY not in record.getMessage()
+        assert PLANTED_KEY not in str(record.args)
+    # ...and never reaches the config that becomes MLflow params.
+    assert PLANTED_KEY not in str(RagConfig().as_params())
+
+
+def test_redact():
+    text = f"key {PLANTED_KEY} or sk-proj-abcdefghijkl, header Bearer abcdefghijklmnop, fine: sk-1"
+    assert redact(text) == "key *** or sk-***, header Bearer ***, fine: sk-1"
+
+
+def test_redact_masks_a_configured_key_of_any_shape(clean_llm_env):
+    clean_llm_env.setenv("OPENAI_API_KEY", "plainsecretvalue")
+    assert redact("got plainsecretvalue back") == "got *** back"
