@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -128,7 +129,7 @@ class Index:
         if manifest is None or self._vector_store.count(collection) != len(chunks):
             texts = [chunk.text for chunk in chunks]
             if self.progress:
-                print(f"Embedding {len(chunks)} chunks with {model} ...", flush=True)
+                print(f"Embedding {len(chunks)} chunks with {model} ...", file=sys.stderr, flush=True)
             vectors, embed_stats = self.embedder.embed_documents(texts)
             self._vector_store.upsert(
                 collection, [chunk.id for chunk in chunks], vectors,

@@ -28,10 +28,20 @@ Tokenizer = Callable[[str], list[str]]  # text -> tokens
 
 TOKENIZER_VERSION = 1
 
-# Lucene's EnglishAnalyzer stop set (ENGLISH_STOP_WORDS_SET, 33 words), also used by Anserini/Pyserini.
+# NLTK's English stop-word list (179 words). Lucene's 33-word set keeps question words ("what",
+# "how", "which", "who", "do"), which then match almost every chunk: RAG queries are questions, and
+# keyword agreement is one of the no-answer signals, so the longer list is the better default here.
 ENGLISH_STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with".split()
+    "i me my myself we our ours ourselves you you're you've you'll you'd your yours yourself yourselves "
+    "he him his himself she she's her hers herself it it's its itself they them their theirs themselves "
+    "what which who whom this that that'll these those am is are was were be been being have has had "
+    "having do does did doing a an the and but if or because as until while of at by for with about "
+    "against between into through during before after above below to from up down in out on off over "
+    "under again further then once here there when where why how all any both each few more most other "
+    "some such no nor not only own same so than too very s t can will just don don't should should've "
+    "now d ll m o re ve y ain aren aren't couldn couldn't didn didn't doesn doesn't hadn hadn't hasn "
+    "hasn't haven haven't isn isn't ma mightn mightn't mustn mustn't needn needn't shan shan't shouldn "
+    "shouldn't wasn wasn't weren weren't won won't wouldn wouldn't".split()
 )
 
 # Runs of letters or digits in any script: \w without the underscore.

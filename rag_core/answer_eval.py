@@ -1,0 +1,59 @@
+"""Answers in an evaluation: generate one per query, check its citations, and have an LLM judge it.
+
+Needs an API key for the configured provider; without one, ``judge_answers`` raises ``MissingAPIKey``
+(the CLI reports it) rather than scoring extractive answers as if they were the model's. A failure on
+one query (rate limit, malformed judge reply, network) is recorded as missing for that query and the
+evaluation goes on; missing scores never count as zero.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from rag_core.citations import average_citation_checks
+from rag_core.config import RagConfig
+from rag_core.generate import Answer, answer_question
+from rag_core.golden import GoldenQuery
+from rag_core.judge import JudgeItem, judge_many
+from rag_core.llm import LLMClient, LLMError, redact
+from rag_core.pipeline import Retrieval
+
+
+def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retrieval], config: RagConfig,
+                  progress: bool = False, client: LLMClient | None = None,
+                  backoff_s: float = 2.0) -> tuple[dict[str, float], list[dict[str, Any]]]:
+    """(averaged metrics, one row per query) for the answers to `queries`."""
+    client = client or LLMClient.from_config(config)  # MissingAPIKey names the variable to set
+    answers: list[Answer | None] = []
+    rows: list[dict[str, Any]] = []
+    for query in _progress(queries, progress):
+        try:
+            answer = answer_question(query.query, retrievals[query.id].hits, config, client, backoff_s=backoff_s)
+            rows.append({"answer_mode": answer.mode, "answer": answer.text})
+        except LLMError as exc:
+            answer = None
+            rows.append({"answer_mode": "error", "answer": "", "answer_error": redact(str(exc))})
+        answers.append(answer)
+
+    judged = [(index, answer) for index, answer in enumerate(answers) if answer is not None and answer.mode == "llm"]
+    items = [JudgeItem(queries[i].query, answer.text, answer.passages, queries[i].answer, queries[i].id)
+             for i, answer in judged]
+    scores, metrics = judge_many(items, client=client, backoff_s=backoff_s) if items else ([], {})
+    metrics = dict(metrics)
+    for (index, _), score in zip(judged, scores):
+        rows[index].update(score.as_row())
+    checks = [answer.citation_check for answer in answers if answer is not None and answer.citation_check]
+    if checks:
+        metrics.update(average_citation_checks(checks))
+    modes = [row["answer_mode"] for row in rows]
+    for mode in ("llm", "no_answer", "extractive", "error"):
+        metrics[f"answers/{mode}_share"] = modes.count(mode) / len(modes) if modes else 0.0
+    return metrics, rows
+
+
+def _progress(items: Sequence, enabled: bool):
+    if not enabled:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc="Answering", unit="query")

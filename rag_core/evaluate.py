@@ -1,0 +1,140 @@
+"""Evaluate one configuration on a golden set: every query through the pipeline, metrics at chunk,
+page and document level, latency per stage, index statistics, and a per-query table that says at
+which stage the first relevant chunk was found or lost.
+
+The evaluated ranking of a query is what the pipeline returns: its final top ``k`` (so with
+``k = 5``, ``recall@10`` equals ``recall@5``). Answers and the LLM judge are optional
+(``judge=True``). Logging to MLflow is ``rag_core.tracking``'s job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from rag_core.config import RagConfig
+from rag_core.corpus import Corpus
+from rag_core.golden import GoldenQuery
+from rag_core.metrics import evaluate_rankings, first_relevant_rank, latency_summary
+from rag_core.pipeline import Pipeline, Retrieval
+from rag_core.relevance import build_qrels
+
+# Pipeline stages in order, as named in the per-query table.
+TRACE_STAGES = ("dense", "bm25", "fused", "rerank", "final")
+
+
+@dataclass
+class EvalReport:
+    metrics: dict[str, float]  # flat names: "page/recall@5", "latency/bm25_p50_ms", "index/chunks"
+    per_query: list[dict[str, Any]]  # one row per query
+    params: dict[str, str]  # every setting, the models actually used, corpus and golden fingerprints
+    retrievals: dict[str, Retrieval] = field(default_factory=dict)  # query id -> its retrieval
+
+
+def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
+    digest = hashlib.sha256()
+    for query in queries:
+        digest.update(repr((query.id, query.query, query.evidence, query.relevant_ids)).encode())
+    return digest.hexdigest()[:16]
+
+
+def evaluate_config(
+    config: RagConfig,
+    corpus: Corpus,
+    queries: Sequence[GoldenQuery],
+    store_dir: str | Path,
+    *,
+    judge: bool = False,
+    progress: bool = False,
+    read_seconds: float = 0.0,
+    on_query: Callable[[int, int], None] | None = None,
+) -> EvalReport:
+    """Run `queries` through the pipeline for `config` and measure it. `read_seconds` is the time it
+    took to read the corpus, counted in the ingestion time."""
+    pipeline = Pipeline(config, corpus, Path(store_dir), progress=progress)
+    started = time.perf_counter()
+    stats = pipeline.build(load_reranker=True)
+    build_seconds = time.perf_counter() - started
+    qrels = build_qrels(queries, corpus.by_id, pipeline.index.chunks)
+
+    retrievals: dict[str, Retrieval] = {}
+    latency: dict[str, list[float]] = {}  # stage -> samples in ms
+    iterator = _progress(queries, progress, "Evaluating")
+    for position, query in enumerate(iterator, start=1):
+        retrieval = pipeline.retrieve(query.query)
+        retrievals[query.id] = retrieval
+        for stage, ms in retrieval.latency_ms.items():
+            latency.setdefault(stage, []).append(ms)
+        if on_query:
+            on_query(position, len(queries))
+
+    ranked = {qid: [hit.chunk for hit in retrieval.hits] for qid, retrieval in retrievals.items()}
+    result = evaluate_rankings(qrels, ranked, config.metrics_k)
+    metrics = dict(result.averages)
+    metrics.update(latency_summary(latency))
+    metrics.update(stats.as_metrics())
+    metrics["index/documents"] = float(len(corpus))
+    metrics["index/ingest_seconds"] = read_seconds + build_seconds
+    metrics["eval/queries"] = float(len(queries))
+    if pipeline._reranker is not None:
+        metrics["rerank/pairs_scored"] = float(pipeline.reranker.pairs_scored)
+        metrics["rerank/cache_hits"] = float(pipeline.reranker.cache_hits)
+
+    rows = [trace_row(query, retrievals[query.id], qrels["chunk"][query.id], result.per_query[query.id])
+            for query in queries]
+    if judge:
+        from rag_core.answer_eval import judge_answers
+
+        judge_metrics, judge_rows = judge_answers(queries, retrievals, config, progress=progress)
+        metrics.update(judge_metrics)
+        for row, extra in zip(rows, judge_rows):
+            row.update(extra)
+
+    params = {
+        **config.as_params(),
+        **pipeline.models_used(),
+        "corpus_fingerprint": corpus.fingerprint,
+        "golden_fingerprint": golden_fingerprint(queries),
+        "queries": str(len(queries)),
+    }
+    return EvalReport(metrics, rows, params, retrievals)
+
+
+def trace_row(query: GoldenQuery, retrieval: Retrieval, relevant: dict[str, int],
+              query_metrics: dict[str, float]) -> dict[str, Any]:
+    """One row of the per-query table: the first relevant chunk's rank at each stage, and where it
+    was lost when the final list has none."""
+    relevant_ids = set(relevant)
+    final_ids = [hit.chunk.id for hit in retrieval.hits]
+    first = {stage: first_relevant_rank([hit.chunk.id for hit in retrieval.stages[stage]], relevant_ids)
+             for stage in TRACE_STAGES[:-1] if stage in retrieval.stages}
+    first["final"] = first_relevant_rank(final_ids, relevant_ids)
+    row: dict[str, Any] = {"query_id": query.id, "query": query.query}
+    row.update({f"first_relevant_{stage}": first.get(stage) for stage in TRACE_STAGES})
+    row["outcome"] = _outcome(first, retrieval)
+    row["top_sources"] = " | ".join(dict.fromkeys(f"{hit.chunk.doc_id} p{hit.chunk.page_start}" for hit in retrieval.hits))
+    row.update(query_metrics)
+    return row
+
+
+def _outcome(first: dict[str, int | None], retrieval: Retrieval) -> str:
+    """found | not retrieved (no retriever had it) | cut before re-rank (fused below rerank_depth) |
+    lost at re-rank | ranked below k (no re-ranking: fused below k)."""
+    if first["final"] is not None:
+        return "found"
+    if not any(first.get(stage) for stage in ("dense", "bm25")):
+        return "not retrieved"
+    if "rerank" in retrieval.stages:
+        return "lost at re-rank" if first.get("rerank") else "cut before re-rank"
+    return "ranked below k"
+
+
+def _progress(items: Sequence, enabled: bool, description: str):
+    if not enabled:
+        return items
+    from tqdm.auto import tqdm
+
+    return tqdm(items, desc=description, unit="query")
