@@ -27,6 +27,7 @@ A saved ``rank_bm25`` index is a pickle: load only directories you wrote yoursel
 from __future__ import annotations
 
 import json
+import logging
 import pickle
 from collections import Counter
 from dataclasses import asdict, dataclass
@@ -233,4 +234,5 @@ def _import_bm25s() -> Any:
         import bm25s
     except ImportError:
         raise ImportError("bm25_backend 'bm25s' needs bm25s: pip install bm25s (or use 'rank_bm25')") from None
+    logging.getLogger("bm25s").setLevel(logging.WARNING)  # bm25s sets DEBUG on import
     return bm25s

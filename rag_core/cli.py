@@ -170,7 +170,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
     logging.getLogger("rag_core.ingest").setLevel(logging.ERROR)  # the ingest summary lists skipped files
-    logging.getLogger("bm25s").setLevel(logging.ERROR)
     try:
         return _COMMANDS[args.command](args)
     except (ConfigError, FileNotFoundError) as exc:

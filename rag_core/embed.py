@@ -61,7 +61,7 @@ class Embedder:
         if missing:
             vectors = self.loaded.model.encode_document(
                 missing, batch_size=self.batch_size, normalize_embeddings=True,
-                show_progress_bar=self.progress, convert_to_numpy=True,
+                show_progress_bar=self.progress and len(missing) > 64, convert_to_numpy=True,
             ).astype(np.float32)
             if self.cache:
                 self.cache.put_embeddings(self.name_used, missing, vectors)
