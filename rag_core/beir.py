@@ -20,12 +20,10 @@ cannot be fixed by the user. Downloading datasets is left out.
 from __future__ import annotations
 
 import hashlib
-import json
 import warnings
 from pathlib import Path
-from typing import Iterator
 
-from rag_core.golden import Evidence, GoldenQuery, GoldenSetError
+from rag_core.golden import Evidence, GoldenQuery, GoldenSetError, read_jsonl
 from rag_core.records import Document
 
 
@@ -44,7 +42,7 @@ def load_beir(directory: str | Path, split: str = "test") -> tuple[list[Document
 
     documents = _read_corpus(corpus_path)
     query_texts: dict[str, str] = {}  # query_id -> text
-    for where, record in _read_jsonl(queries_path):
+    for _, where, record in read_jsonl(queries_path):
         query_id = _required_id(record, where)
         if query_id in query_texts:
             raise GoldenSetError(f"{where}: duplicate query id {query_id!r}")
@@ -73,7 +71,7 @@ def load_beir(directory: str | Path, split: str = "test") -> tuple[list[Document
 def _read_corpus(path: Path) -> list[Document]:
     documents: list[Document] = []
     seen: set[str] = set()
-    for where, record in _read_jsonl(path):
+    for _, where, record in read_jsonl(path):
         doc_id = _required_id(record, where)
         if doc_id in seen:
             raise GoldenSetError(f"{where}: duplicate corpus id {doc_id!r}")
@@ -102,22 +100,6 @@ def _read_qrels(path: Path) -> dict[str, list[str]]:
             if is_relevant:
                 relevant.setdefault(query_id, {})[doc_id] = None
     return {query_id: list(doc_ids) for query_id, doc_ids in relevant.items()}
-
-
-def _read_jsonl(path: Path) -> Iterator[tuple[str, dict]]:
-    """("file:line", record) for each non-blank line."""
-    with path.open(encoding="utf-8") as lines:
-        for line_number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise GoldenSetError(f"{where}: malformed JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise GoldenSetError(f"{where}: expected a JSON object")
-            yield where, record
 
 
 def _required_id(record: dict, where: str) -> str:

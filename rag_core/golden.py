@@ -21,7 +21,7 @@ import json
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Iterator
 
 EVIDENCE_KEYS = ("source", "page", "text")
 
@@ -61,10 +61,8 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
     queries: list[GoldenQuery] = []
     first_line_of: dict[str, int] = {}  # query id -> line it was defined on
     simple_format_ids: list[str] = []
-    for line_number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        query = _parse_line(line, path, line_number, known_docs)
+    for line_number, where, record in read_jsonl(path):
+        query = _parse_record(record, where, line_number, known_docs)
         if query.id in first_line_of:
             raise GoldenSetError(
                 f"{path}:{line_number} (query {query.id}): duplicate query id, "
@@ -89,15 +87,24 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
     return queries
 
 
-def _parse_line(line: str, path: Path, line_number: int, known_docs: set[str] | None) -> GoldenQuery:
-    where = f"{path}:{line_number}"
-    try:
-        record = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise GoldenSetError(f"{where}: malformed JSON ({exc.msg}, column {exc.colno})") from None
-    if not isinstance(record, dict):
-        raise GoldenSetError(f"{where}: expected a JSON object, got {type(record).__name__}")
+def read_jsonl(path: Path) -> Iterator[tuple[int, str, dict]]:
+    """(line number, "file:line", record) for each non-blank line; a line that is not a JSON object
+    raises GoldenSetError naming the file and line."""
+    with path.open(encoding="utf-8") as lines:
+        for line_number, line in enumerate(lines, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{line_number}"
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise GoldenSetError(f"{where}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+            if not isinstance(record, dict):
+                raise GoldenSetError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            yield line_number, where, record
 
+
+def _parse_record(record: dict, where: str, line_number: int, known_docs: set[str] | None) -> GoldenQuery:
     query_id = str(record["id"]) if record.get("id") not in (None, "") else f"q{line_number}"
     where = f"{where} (query {query_id})"
 

@@ -149,7 +149,7 @@ def format_explain(result: QueryResult) -> str:
             cells.append(f"{f'#{score.rank} {score.score:.4g}' if score else ('-' if ran else 'off'):>16}")
         rows.append(f"{position:>2}  {label[:40]:<40}" + "".join(cells))
     latency = ", ".join(f"{name} {ms:.1f} ms" for name, ms in result.retrieval.latency_ms.items())
-    rows += ["", f"(rank and score per stage; '-' = not in that stage's list, 'off' = stage not run)",
+    rows += ["", "(rank and score per stage; '-' = not in that stage's list, 'off' = stage not run)",
              f"latency: {latency}"]
     return "\n".join(rows)
 
