@@ -122,7 +122,7 @@ def main() -> None:
         vector = index.embedder.embed_query(query)
         samples["embed_query"].append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        dense = index._vector_store.search(index._collection, vector, 20)
+        dense = index.vector_store.search(index._collection, vector, 20)
         samples["vector_search"].append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         keyword = bm25s_index.retrieve(query, 20)
@@ -138,7 +138,7 @@ def main() -> None:
     reranker.loaded
     samples["rerank_20"] = []
     for query in queries[: args.rerank_queries]:
-        texts = [index.chunk_by_id[h.id].text for h in index._vector_store.search(index._collection, index.embedder.embed_query(query), 20)]
+        texts = [index.chunk_by_id[h.id].text for h in index.vector_store.search(index._collection, index.embedder.embed_query(query), 20)]
         started = time.perf_counter()
         reranker.score(query, texts)
         samples["rerank_20"].append((time.perf_counter() - started) * 1000)

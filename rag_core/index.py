@@ -66,6 +66,7 @@ class Index:
     config: RagConfig
     progress: bool = False
     cache: ScoreCache | None = None
+    vector_store: VectorStore | None = None  # default: ChromaDB embedded under <store>/chroma
     stats: BuildStats = field(default_factory=BuildStats)
 
     def __post_init__(self) -> None:
@@ -76,7 +77,6 @@ class Index:
         self.dir = self.store_dir / "chunks" / self.chunking_key
         self._chunks: list[Chunk] | None = None
         self._embedder: Embedder | None = None
-        self._vector_store: VectorStore | None = None
         self._collection: str | None = None
         self._bm25: BM25Index | None = None
 
@@ -124,14 +124,15 @@ class Index:
         model = self.embedder.name_used
         manifest_path = self.dir / f"dense-{_key(model)}.json"
         collection = f"dense-{_key(self.chunking_key, model)}"
-        self._vector_store = ChromaVectorStore(self.store_dir / "chroma")
+        if self.vector_store is None:
+            self.vector_store = ChromaVectorStore(self.store_dir / "chroma")
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
-        if manifest is None or self._vector_store.count(collection) != len(chunks):
+        if manifest is None or self.vector_store.count(collection) != len(chunks):
             texts = [chunk.text for chunk in chunks]
             if self.progress:
                 print(f"Embedding {len(chunks)} chunks with {model} ...", file=sys.stderr, flush=True)
             vectors, embed_stats = self.embedder.embed_documents(texts)
-            self._vector_store.upsert(
+            self.vector_store.upsert(
                 collection, [chunk.id for chunk in chunks], vectors,
                 [{"doc_id": c.doc_id, "page_start": c.page_start, "page_end": c.page_end} for c in chunks], texts,
             )
@@ -153,7 +154,7 @@ class Index:
         started = time.perf_counter()
         vector = self.embedder.embed_query(query)
         embed_ms = (time.perf_counter() - started) * 1000
-        return self._vector_store.search(self._collection, vector, depth), embed_ms
+        return self.vector_store.search(self._collection, vector, depth), embed_ms
 
     # --- BM25 -----------------------------------------------------------------------------
     def ensure_bm25(self) -> BM25Index:
