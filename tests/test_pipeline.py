@@ -94,3 +94,17 @@ def test_each_chunking_gets_its_own_index_and_is_built_once(copy_of_sample_store
     default = open_pipeline(copy_of_sample_store, RagConfig(rerank_depth=0), progress=False)
     assert default.index.chunking_key != first.index.chunking_key
     assert default.build().embedded == 0
+
+
+def test_cross_encoder_scores_are_cached_per_query_and_passage(sample_store):
+    config = RagConfig(rerank_depth=6)
+    first = open_pipeline(sample_store, config, progress=False)
+    query = "Which headers tell a client how close it is to the rate limit?"
+    before = first.retrieve(query)
+    assert first.reranker.pairs_scored + first.reranker.cache_hits == 6
+    second = open_pipeline(sample_store, config, progress=False)  # a new process would see the same cache
+    after = second.retrieve(query)
+    assert (second.reranker.pairs_scored, second.reranker.cache_hits) == (0, 6)
+    assert [h.chunk.id for h in after.hits] == [h.chunk.id for h in before.hits]
+    direct = first.reranker.loaded.model.predict([(query, hit.chunk.text) for hit in before.hits])
+    assert np.allclose([hit.stages["rerank"].score for hit in before.hits], direct, atol=1e-5)
