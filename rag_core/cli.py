@@ -20,7 +20,7 @@ from typing import Any, Callable
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rag_core.config import ConfigError, RagConfig, load_config  # noqa: E402
+from rag_core.config import SETTING_HELP, ConfigError, RagConfig, load_config  # noqa: E402
 from rag_core.paths import default_store_dir  # noqa: E402
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -39,11 +39,15 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         default = field.default
         if field.type in ("bool", bool):
             settings.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
-                                  help=f"[{default}]")
+                                  help=f"{SETTING_HELP[field.name]} [{default}]")
         else:
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            settings.add_argument(flag, dest=field.name, default=None, metavar=field.name.upper(),
-                                  help=f"[{shown}]")
+            settings.add_argument(flag, dest=field.name, default=None, metavar=_metavar(field.type),
+                                  help=f"{SETTING_HELP[field.name]} [{shown}]")
+
+
+def _metavar(kind: object) -> str:
+    return {"int": "N", "float": "X"}.get(str(kind), "LIST" if str(kind).startswith("tuple") else "NAME")
 
 
 def build_parser() -> argparse.ArgumentParser:

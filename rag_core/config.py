@@ -116,6 +116,33 @@ class RagConfig:
         return {"chunk_size": self.chunk_size, "overlap": self.overlap, "per_page": self.per_page}
 
 
+# One line per setting, for `--help`.
+SETTING_HELP = {
+    "chunk_size": "chunk length in words",
+    "overlap": "words repeated from the previous chunk",
+    "per_page": "chunk inside pages instead of across them",
+    "mode": "retrieval: dense | bm25 | hybrid",
+    "k": "passages returned (and given to the LLM)",
+    "retrieve_depth": "candidates taken from each retriever",
+    "rrf_k": "Reciprocal Rank Fusion constant",
+    "rerank_depth": "fused candidates re-scored by the cross-encoder (0 = off)",
+    "bm25_backend": "bm25s | rank_bm25",
+    "tokenizer": "BM25 tokenizer: stem | simple | whitespace",
+    "bm25_k1": "BM25 term-frequency saturation",
+    "bm25_b": "BM25 length normalisation",
+    "embed_model": "embedding model, hub name or local directory (env RAG_EMBED_MODEL)",
+    "rerank_model": "cross-encoder, hub name or local directory (env RAG_RERANK_MODEL)",
+    "embed_batch_size": "texts per embedding batch",
+    "model_fallback": "offline: fall back to the packaged MiniLM (announced, recorded)",
+    "llm_provider": "anthropic | openai (env LLM_PROVIDER)",
+    "llm_model": "LLM model name (env RAG_LLM_MODEL)",
+    "max_answer_tokens": "maximum tokens in a generated answer",
+    "min_rerank_score": "no-answer threshold on the cross-encoder logit",
+    "min_retriever_agreement": "without re-ranking: retrievers that must find a passage for an answer",
+    "metrics_k": "K values for Recall@K / nDCG@K / hit rate, comma-separated",
+}
+
+
 def setting_names() -> list[str]:
     return [f.name for f in fields(RagConfig)]
 

@@ -47,3 +47,13 @@ def test_cli_rejects_an_unknown_key_in_a_config_file(tmp_path):
     result = run_cli("query", "anything", "--config", str(path), store=tmp_path / "store")
     assert result.returncode == 2
     assert "rerank_dept" in result.stderr
+
+
+def test_every_setting_is_a_documented_cli_flag():
+    from rag_core.cli import build_parser
+    from rag_core.config import SETTING_HELP, setting_names
+
+    assert set(SETTING_HELP) == set(setting_names())
+    help_text = build_parser()._subparsers._group_actions[0].choices["query"].format_help()
+    for name in setting_names():
+        assert "--" + name.replace("_", "-") in help_text
