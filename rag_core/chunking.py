@@ -2,9 +2,9 @@
 
 The text is split with the coarsest separator that works (paragraph, then line, then sentence, then
 word) until every piece fits in ``chunk_size`` words; neighbouring pieces are then merged back into
-chunks of at most ``chunk_size`` words, each new chunk repeating the last pieces of the previous one
-up to ``overlap`` words. Chunking runs over the whole document, so a chunk may cross pages;
-``per_page=True`` chunks inside each page instead.
+chunks of at most ``chunk_size`` words, each new chunk repeating up to ``overlap`` words from the end
+of the previous one (from a sentence start where possible). Chunking runs over the whole document,
+so a chunk may cross pages; ``per_page=True`` chunks inside each page instead.
 
 Every chunk is an exact span of ``Document.text``: ``text == document.text[char_start:char_end]``.
 Left out: token-based sizes (sizes count whitespace-separated words) and semantic splitting.
@@ -102,23 +102,34 @@ def _split(text: str, span: Span, chunk_size: int, level: int) -> list[Span]:
 
 
 def _merge(text: str, pieces: Sequence[Span], chunk_size: int, overlap: int) -> list[Span]:
-    """Greedily join consecutive pieces into chunks; each chunk starts with the previous chunk's last
-    pieces totalling at most `overlap` words."""
+    """Greedily join consecutive pieces into chunks of at most `chunk_size` words. Each chunk after
+    the first starts with the last `overlap` words (or fewer) of the previous one, cut at a sentence
+    start where one is close enough, so overlap works even when the pieces are whole paragraphs."""
     sizes = [count_words(text[start:end]) for start, end in pieces]
     chunks: list[Span] = []
-    first = 0  # index of the first piece in the current chunk
-    while first < len(pieces):
-        last, words = first, sizes[first]
-        while last + 1 < len(pieces) and words + sizes[last + 1] <= chunk_size:
-            last += 1
-            words += sizes[last]
-        chunks.append((pieces[first][0], pieces[last][1]))
-        if last + 1 >= len(pieces):
-            break
-        # Step back from the end while the repeated pieces fit in the overlap, but always move forward.
-        next_first, repeated = last + 1, 0
-        while next_first - 1 > first and repeated + sizes[next_first - 1] <= overlap:
-            next_first -= 1
-            repeated += sizes[next_first]
-        first = next_first
+    carry: tuple[int, int] | None = None  # (start offset, words) repeated from the previous chunk
+    index = 0  # next piece to place
+    while index < len(pieces):
+        start, words = carry if carry and carry[1] + sizes[index] <= chunk_size else (pieces[index][0], 0)
+        words += sizes[index]
+        while index + 1 < len(pieces) and words + sizes[index + 1] <= chunk_size:
+            index += 1
+            words += sizes[index]
+        end = pieces[index][1]
+        chunks.append((start, end))
+        index += 1
+        carry = _tail(text, start, end, overlap) if overlap and index < len(pieces) else None
     return chunks
+
+
+def _tail(text: str, start: int, end: int, overlap: int) -> tuple[int, int]:
+    """(offset, words) of the last at most `overlap` words of text[start:end], beginning at the first
+    sentence start among them if there is one; never the whole span, so chunks always advance."""
+    words = [match.start() for match in _WORD.finditer(text, start, end)]
+    first = max(1, len(words) - overlap)
+    for index in range(first, len(words)):
+        before = text[start:words[index]].rstrip()
+        if before.endswith((".", "!", "?")) or "\n" in text[words[index - 1]:words[index]]:
+            first = index
+            break
+    return words[first], len(words) - first

@@ -96,3 +96,15 @@ def test_ids_are_deterministic_and_unique(long_document):
 def test_overlap_must_be_smaller_than_size():
     with pytest.raises(ValueError):
         chunk_document(Document.from_pages("x", ["a b c"], "h"), 5, 5)
+
+
+def test_overlap_applies_when_pieces_are_whole_paragraphs():
+    first = " ".join(f"a{i}" for i in range(40))
+    second = " ".join(f"b{i}" for i in range(40))
+    doc = Document.from_pages("p.md", [first + "\n\n" + second], "h")
+    chunks = chunk_document(doc, chunk_size=50, overlap=10)
+    assert [c.text for c in chunks] == [first, " ".join(f"a{i}" for i in range(30, 40)) + "\n\n" + second]
+    # The repeated words start at a sentence start when one is among them.
+    doc = Document.from_pages("s.md", ["x " * 35 + "End here. Tail words follow now" + "\n\n" + "y " * 40], "h")
+    second_chunk = chunk_document(doc, chunk_size=50, overlap=10)[1]
+    assert second_chunk.text.startswith("Tail words follow now")
