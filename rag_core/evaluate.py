@@ -20,7 +20,7 @@ from rag_core.corpus import Corpus
 from rag_core.golden import GoldenQuery
 from rag_core.metrics import evaluate_rankings, first_relevant_rank, latency_summary
 from rag_core.pipeline import Pipeline, Retrieval
-from rag_core.relevance import build_qrels
+from rag_core.relevance import QrelsByLevel, build_qrels
 
 # Pipeline stages in order, as named in the per-query table.
 TRACE_STAGES = ("dense", "bm25", "fused", "rerank", "final")
@@ -32,6 +32,7 @@ class EvalReport:
     per_query: list[dict[str, Any]]  # one row per query
     params: dict[str, str]  # every setting, the models actually used, corpus and golden fingerprints
     retrievals: dict[str, Retrieval] = field(default_factory=dict)  # query id -> its retrieval
+    qrels: QrelsByLevel = field(default_factory=dict)  # level -> query id -> relevant item -> 1
 
 
 def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
@@ -68,6 +69,7 @@ def evaluate_config(
         retrievals[query.id] = retrieval
         for stage, ms in retrieval.latency_ms.items():
             latency.setdefault(stage, []).append(ms)
+        latency.setdefault("total", []).append(sum(retrieval.latency_ms.values()))  # all stages of the query
         if on_query:
             on_query(position, len(queries))
 
@@ -100,7 +102,7 @@ def evaluate_config(
         "golden_fingerprint": golden_fingerprint(queries),
         "queries": str(len(queries)),
     }
-    return EvalReport(metrics, rows, params, retrievals)
+    return EvalReport(metrics, rows, params, retrievals, qrels)
 
 
 def trace_row(query: GoldenQuery, retrieval: Retrieval, relevant: dict[str, int],

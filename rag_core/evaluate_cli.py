@@ -1,0 +1,254 @@
+"""Evaluation as a user runs it: ``rag-pipeline eval`` and ``notebooks/02-evaluate.ipynb``.
+
+Both do the same three things: load a corpus and a golden set (``load_eval_inputs``), evaluate one
+configuration and log it as one MLflow run (``evaluate_and_log``), and show the metrics (a table of
+levels x metrics, latency per stage, index statistics; ``--json`` for machines).
+
+The corpus comes from ``--input DIR`` (read now; the read time counts as ingestion time), a BEIR
+folder (``--beir``), or the documents already in the store. Each corpus + golden set has its own
+MLflow experiment, named ``"<corpus> | <golden set>"`` (``documents | golden`` for the sample data)
+unless ``--experiment`` names one. Metric names keep ``@`` here; only MLflow sees ``_at_``
+(see ``rag_core.tracking``). Computing metrics is ``rag_core.evaluate``; sweeps are ``rag_core.sweep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from rag_core.config import RagConfig, load_config, setting_names
+from rag_core.corpus import Corpus
+from rag_core.evaluate import EvalReport, evaluate_config
+from rag_core.golden import GoldenQuery, load_golden
+from rag_core.metrics import metric_names
+from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
+from rag_core.relevance import LEVELS
+from rag_core.service import BadInput, store_corpus
+
+RESULT_MIME = "application/json"  # how the notebook's last cell records its result for papermill readers
+
+
+@dataclass(frozen=True)
+class EvalInputs:
+    corpus: Corpus
+    queries: tuple[GoldenQuery, ...]
+    read_seconds: float  # time to read the corpus (0 when it came from the store)
+    corpus_name: str  # "documents", "scifact (BEIR)", "store .rag_store"
+    golden_name: str  # "golden", "qrels test"
+
+    @property
+    def experiment(self) -> str:
+        return f"{self.corpus_name} | {self.golden_name}"
+
+
+def load_eval_inputs(
+    *,
+    input_dir: str | Path | None = None,
+    golden: str | Path | None = None,
+    beir: str | Path | None = None,
+    split: str = "test",
+    store_dir: str | Path | None = None,
+    max_queries: int | None = None,
+    progress: bool = False,
+) -> EvalInputs:
+    """Corpus from `input_dir`, `beir` or the store; queries from `golden` (every evidence source
+    must be a corpus document) or the BEIR qrels; the first `max_queries` of them."""
+    if max_queries is not None and max_queries < 1:
+        raise BadInput(f"--max-queries must be at least 1, got {max_queries}")
+    started = time.perf_counter()
+    if beir is not None:
+        if input_dir is not None or golden is not None:
+            raise BadInput("--beir brings its own corpus and queries: leave out --input and --golden")
+        from rag_core.beir import load_beir
+
+        documents, queries = load_beir(beir, split)
+        corpus, corpus_name, golden_name = Corpus.of(documents), f"{Path(beir).resolve().name} (BEIR)", f"qrels {split}"
+    else:
+        if golden is None:
+            raise BadInput("no golden set: give --golden FILE (or --beir DIR)")
+        if input_dir is not None:
+            from rag_core.ingest import read_documents
+
+            result = read_documents(input_dir, progress=progress)
+            if not result.documents:
+                reasons = "; ".join(f"{item.path}: {item.reason}" for item in result.skipped) or "no files found"
+                raise BadInput(f"no documents could be read from {input_dir} ({reasons})")
+            corpus, corpus_name = Corpus.of(result.documents), Path(input_dir).resolve().name
+        else:
+            store = Path(store_dir) if store_dir is not None else default_store_dir()
+            corpus, corpus_name = store_corpus(store), f"store {store.resolve().name}"
+        queries = load_golden(golden, doc_ids=corpus.by_id)
+        golden_name = Path(golden).stem
+    read_seconds = time.perf_counter() - started if input_dir is not None or beir is not None else 0.0
+    if not queries:
+        raise BadInput("the golden set has no queries with relevant documents")
+    return EvalInputs(corpus, tuple(queries[:max_queries] if max_queries else queries), read_seconds,
+                      corpus_name, golden_name)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    report: EvalReport
+    experiment: str
+    run_id: str | None  # None when not logged
+    tracking_uri: str | None
+    timing: dict[str, float] = field(default_factory=dict)  # read, build, evaluate, log (seconds)
+
+    def record(self) -> dict[str, Any]:
+        """What the notebook records for papermill readers (the sweep, tests)."""
+        return {"run_id": self.run_id, "experiment": self.experiment, "metrics": self.report.metrics,
+                "params": self.report.params, "timing": self.timing}
+
+
+def evaluate_and_log(
+    config: RagConfig,
+    inputs: EvalInputs,
+    store_dir: str | Path,
+    *,
+    log_to_mlflow: bool = True,
+    tracking_uri: str | None = None,
+    experiment: str | None = None,
+    run_name: str | None = None,
+    run_id: str | None = None,
+    parent_run_id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    judge: bool = False,
+    progress: bool = False,
+) -> Evaluation:
+    """Evaluate `config` on `inputs` and log one MLflow run (into `run_id` when the caller created
+    it, e.g. a sweep point; else a new run, nested under `parent_run_id` when given)."""
+    started = time.perf_counter()
+    report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
+                             read_seconds=inputs.read_seconds)
+    timing = {
+        "timing/read_seconds": inputs.read_seconds,
+        "timing/build_seconds": report.metrics["index/ingest_seconds"] - inputs.read_seconds,
+        "timing/evaluate_seconds": time.perf_counter() - started,
+    }
+    report.metrics.update(timing)
+    experiment = experiment or inputs.experiment
+    if not log_to_mlflow:
+        return Evaluation(report, experiment, None, None, timing)
+
+    from rag_core.tracking import Tracker, log_evaluation
+
+    tracker = Tracker.at(tracking_uri)
+    started = time.perf_counter()
+    run_id = log_evaluation(report, experiment=experiment, run_name=run_name or describe(config),
+                            parent_run_id=parent_run_id, run_id=run_id, tags=tags, tracking_uri=tracker.uri)
+    timing["timing/log_seconds"] = time.perf_counter() - started
+    tracker.log(run_id, metrics={"timing/log_seconds": timing["timing/log_seconds"]})
+    return Evaluation(report, experiment, run_id, tracker.uri, timing)
+
+
+def describe(config: RagConfig) -> str:
+    """A run name from the settings people sweep most."""
+    return (f"{config.mode} chunk_size={config.chunk_size} overlap={config.overlap} k={config.k} "
+            f"rerank_depth={config.rerank_depth}")
+
+
+# --- notebook helpers ---------------------------------------------------------------------------
+def config_from_parameters(namespace: Mapping[str, Any]) -> RagConfig:
+    """The config from a notebook's parameters: every setting found in `namespace` (None means
+    the default, or the environment variable for models and provider)."""
+    overrides = {name: namespace[name] for name in setting_names() if name in namespace}
+    return load_config(None, overrides)
+
+
+def load_notebook_inputs(input_dir: str | None = None, golden: str | None = None, beir: str | None = None,
+                         split: str = "test", store: str | None = None,
+                         max_queries: int | None = None) -> tuple[EvalInputs, Path]:
+    """(inputs, store folder) from notebook parameters; None means the sample corpus and golden set
+    (unless `beir` is given) and the project's store (``$RAG_STORE`` or ``<project>/.rag_store``)."""
+    sample = beir is None
+    store_dir = Path(store) if store else PROJECT_ROOT / default_store_dir()
+    inputs = load_eval_inputs(
+        input_dir=input_dir or (SAMPLE_DOCUMENTS_DIR if sample else None),
+        golden=golden or (SAMPLE_GOLDEN_FILE if sample else None),
+        beir=beir, split=split, store_dir=store_dir, max_queries=max_queries,
+    )
+    return inputs, store_dir
+
+
+def show(evaluation: Evaluation) -> None:
+    """Display the metrics table and record the result (a JSON output papermill keeps)."""
+    from IPython.display import display
+
+    print(format_report(evaluation.report))
+    if evaluation.run_id:
+        print(f"\nMLflow run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
+    display({RESULT_MIME: json.loads(json.dumps(evaluation.record(), default=str)),
+             "text/plain": "(evaluation result recorded as JSON)"}, raw=True)
+
+
+# --- text output --------------------------------------------------------------------------------
+def format_report(report: EvalReport) -> str:
+    metrics, params = report.metrics, report.params
+    ks = sorted({int(k) for k in params.get("metrics_k", "5,10").split(",")})
+    names = metric_names(ks)
+    lines = [f"Retrieval: {int(metrics.get('eval/queries', 0))} queries, mode {params.get('mode')}, "
+             f"k {params.get('k')}, rerank_depth {params.get('rerank_depth')} (the final top k is scored)"]
+    lines += _table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
+                                        for level in LEVELS])
+    stages = [name[len("latency/"):-len("_p50_ms")] for name in metrics if name.endswith("_p50_ms")]
+    if stages:
+        lines += ["", "Latency per query (ms)"]
+        lines += _table(["stage", "p50", "p95"], [[stage, f"{metrics[f'latency/{stage}_p50_ms']:.2f}",
+                                                    f"{metrics[f'latency/{stage}_p95_ms']:.2f}"] for stage in stages])
+    index = {name[len("index/"):]: value for name, value in metrics.items() if name.startswith("index/")}
+    lines += ["", f"Index: {int(index.get('documents', 0))} documents, {int(index.get('chunks', 0))} chunks "
+                  f"(chunked now: {'yes' if index.get('chunkings_built') else 'no, reused'}), "
+                  f"ingest {index.get('ingest_seconds', 0.0):.1f} s"]
+    if "embed_model_used" in params:
+        rate = index.get("embed_chunks_per_s")
+        lines.append(f"Embeddings: {int(index.get('embedded', 0))} computed"
+                     + (f" ({rate:.1f} chunks/s)" if rate else "")
+                     + f", {int(index.get('embed_cache_hits', 0))} from cache; {int(index.get('truncated', 0))} chunks "
+                     f"({100 * index.get('truncated_share', 0.0):.1f}%) longer than the model's "
+                     f"{int(index.get('max_seq_length', 0))} tokens")
+        lines.append(f"Embedding model: {params['embed_model_used']}")
+    if "rerank_model_used" in params:
+        lines.append(f"Re-rank: {int(metrics.get('rerank/pairs_scored', 0))} pairs scored, "
+                     f"{int(metrics.get('rerank/cache_hits', 0))} from cache; model: {params['rerank_model_used']}")
+    return "\n".join(lines)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    fmt = lambda row: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
+    return [fmt(header), *map(fmt, rows)]
+
+
+# --- the CLI command ----------------------------------------------------------------------------
+def run_eval_command(args: argparse.Namespace, config: RagConfig, store_dir: Path) -> int:
+    """``rag-pipeline eval``: 0 on success; bad input raises (the CLI maps it to exit code 2)."""
+    with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
+        inputs = load_eval_inputs(input_dir=args.input, golden=args.golden, beir=args.beir, split=args.split,
+                                  store_dir=store_dir, max_queries=args.max_queries, progress=True)
+        evaluation = evaluate_and_log(config, inputs, store_dir, log_to_mlflow=not args.no_mlflow,
+                                      experiment=args.experiment, judge=args.judge, progress=True)
+    report = evaluation.report
+    if args.per_query:
+        import pandas as pd
+
+        Path(args.per_query).parent.mkdir(parents=True, exist_ok=True)
+        pd.DataFrame(report.per_query).to_csv(args.per_query, index=False)
+    if args.json:
+        payload: dict[str, Any] = {"metrics": report.metrics, "per_query": report.per_query, "params": report.params}
+        if evaluation.run_id:
+            payload["mlflow"] = {"run_id": evaluation.run_id, "experiment": evaluation.experiment,
+                                 "tracking_uri": evaluation.tracking_uri}
+        print(json.dumps(payload, indent=2, default=str))
+        return 0
+    print(format_report(report))
+    if args.per_query:
+        print(f"\nPer-query table: {args.per_query}")
+    if evaluation.run_id:
+        print(f"\nMLflow: run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
+    return 0

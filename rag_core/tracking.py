@@ -1,0 +1,360 @@
+"""MLflow tracking: one evaluation becomes one run with its params, metrics, tags and artifacts.
+
+Everything goes through ``Tracker``, which holds nothing but a tracking URI, so an MLflow tracking
+server (``http://host:5000``) replaces the local store by changing that URI. The default store is
+``sqlite:///<project>/mlruns/mlflow.db`` (``paths.default_tracking_uri``; ``MLFLOW_TRACKING_URI``
+overrides). For a SQLite store, each experiment keeps its artifacts next to the database, under
+``<db folder>/artifacts/<experiment>``; a server decides that itself.
+
+What a run holds (``log_evaluation``):
+- params: every setting, the models actually used, corpus and golden-set fingerprints;
+- metrics: every metric of the report. MLflow allows only ``[A-Za-z0-9_ ./:-]`` in metric names,
+  so ``@`` is written ``_at_``: ``page/recall@5`` is logged as ``page/recall_at_5``. The mapping is
+  one-to-one and only MLflow sees it: the CLI's JSON, the CSV and every table keep ``@``, and
+  ``metric_name_from_mlflow`` turns names read back from MLflow into the ``@`` form again;
+- tags: the git commit (``mlflow.source.git.commit``), the fingerprints, and whatever the caller adds
+  (``rag.point_hash`` for sweep points);
+- artifacts (PNG plots drawn here too): ``per_query.csv``, ``metrics.json`` (``@`` names), ``ranx/qrels.json`` and
+  ``ranx/run.json`` (level -> query -> item -> score, what ``ranx.compare`` needs), and the plots
+  ``plots/retrieval_by_level.png`` and ``plots/latency_by_stage.png``.
+
+Secrets: params are settings only, but as a guard nothing is logged whose value contains the value
+of a set API-key variable (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``): ``SecretInRun`` is raised
+before the run is written. Sweeps (``rag_core.sweep``) add the executed notebook to a run;
+reading runs back for comparison is ``rag_core.compare``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
+
+from rag_core.llm import KEY_ENV
+from rag_core.paths import PROJECT_ROOT, default_tracking_uri
+from rag_core.relevance import LEVELS, collapse_ranking
+
+if TYPE_CHECKING:
+    from mlflow.entities import Run
+
+    from rag_core.evaluate import EvalReport
+
+SECRET_ENV_VARS = tuple(KEY_ENV.values())  # ANTHROPIC_API_KEY, OPENAI_API_KEY
+TAG_PREFIX = "rag."
+GIT_COMMIT_TAG = "mlflow.source.git.commit"
+PARENT_RUN_TAG = "mlflow.parentRunId"
+
+
+class SecretInRun(ValueError):
+    """A value about to be logged contains an API key; nothing was logged."""
+
+
+# --- metric names ------------------------------------------------------------------------------
+def mlflow_metric_name(name: str) -> str:
+    """``page/recall@5`` -> ``page/recall_at_5`` (MLflow rejects ``@``)."""
+    return name.replace("@", "_at_")
+
+
+def metric_name_from_mlflow(name: str) -> str:
+    """``page/recall_at_5`` -> ``page/recall@5``; other names unchanged."""
+    return re.sub(r"_at_(\d+)$", r"@\1", name)
+
+
+# --- the tracker --------------------------------------------------------------------------------
+@functools.lru_cache(maxsize=8)
+def _client(uri: str):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=uri)
+
+
+@dataclass(frozen=True)
+class Tracker:
+    uri: str
+
+    @classmethod
+    def at(cls, uri: str | None = None) -> "Tracker":
+        """The tracker for `uri`, or for the default store (``MLFLOW_TRACKING_URI`` or ``mlruns/``)."""
+        return cls(uri or default_tracking_uri())
+
+    @property
+    def client(self):
+        return _client(self.uri)
+
+    def artifact_root(self) -> Path | None:
+        """Where a SQLite store keeps artifacts (``<db folder>/artifacts``); None: the server decides."""
+        if not self.uri.startswith("sqlite:///"):
+            return None
+        database = Path(self.uri[len("sqlite:///"):].split("?")[0])  # "sqlite:////abs.db" keeps its "/"
+        return database.resolve().parent / "artifacts"
+
+    def experiment_id(self, name: str) -> str:
+        """Id of experiment `name`, created (with its artifact location) when missing."""
+        experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None:
+            return experiment.experiment_id
+        root = self.artifact_root()
+        location = (root / _slug(name)).as_uri() if root else None
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except Exception:  # created meanwhile by a parallel sweep point
+            experiment = self.client.get_experiment_by_name(name)
+            if experiment is None:
+                raise
+            return experiment.experiment_id
+
+    def start_run(self, experiment: str, run_name: str | None = None, *, parent_run_id: str | None = None,
+                  tags: Mapping[str, str] | None = None) -> str:
+        tags = {**(tags or {}), **({PARENT_RUN_TAG: parent_run_id} if parent_run_id else {})}
+        guard_secrets({**tags, "run name": run_name or ""})
+        run = self.client.create_run(self.experiment_id(experiment), run_name=run_name, tags=tags)
+        return run.info.run_id
+
+    def log(self, run_id: str, *, params: Mapping[str, Any] | None = None, metrics: Mapping[str, float] | None = None,
+            tags: Mapping[str, Any] | None = None) -> None:
+        """Log params, metrics (``@`` names are mapped) and tags in batches."""
+        from mlflow.entities import Metric, Param, RunTag
+
+        params, tags = _strings(params or {}), _strings(tags or {})
+        guard_secrets({**params, **tags})
+        now = int(time.time() * 1000)
+        metric_rows = [Metric(mlflow_metric_name(name), float(value), now, 0)
+                       for name, value in (metrics or {}).items() if value is not None and math.isfinite(float(value))]
+        for start in range(0, max(len(params), len(metric_rows), len(tags)), 100):  # MLflow's batch limits
+            self.client.log_batch(
+                run_id,
+                metrics=metric_rows[start:start + 100],
+                params=[Param(key, value) for key, value in list(params.items())[start:start + 100]],
+                tags=[RunTag(key, value) for key, value in list(tags.items())[start:start + 100]],
+            )
+
+    def log_artifacts(self, run_id: str, paths: Iterable[str | Path], artifact_path: str | None = None) -> None:
+        """Log files or folders, after checking that none contains an API key."""
+        paths = [Path(path) for path in paths]
+        guard_secret_files(paths)
+        for path in paths:
+            if path.is_dir():
+                self.client.log_artifacts(run_id, str(path), artifact_path)
+            else:
+                self.client.log_artifact(run_id, str(path), artifact_path)
+
+    def finish(self, run_id: str, status: str = "FINISHED") -> None:
+        self.client.set_terminated(run_id, status)
+
+    def fail(self, run_id: str, error: str) -> None:
+        """Mark a run FAILED, with the error as the ``rag.error`` tag."""
+        self.client.set_tag(run_id, TAG_PREFIX + "error", _redacted(error)[:5000])
+        self.client.set_terminated(run_id, "FAILED")
+
+    def runs(self, experiment: str, filter_string: str = "", order_by: list[str] | None = None) -> list["Run"]:
+        """Runs of `experiment` matching an MLflow filter (all pages); [] when it does not exist."""
+        found = self.client.get_experiment_by_name(experiment)
+        if found is None:
+            return []
+        runs, token = [], None
+        while True:
+            page = self.client.search_runs([found.experiment_id], filter_string, max_results=1000,
+                                           order_by=order_by, page_token=token)
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def child_runs(self, experiment: str, parent_run_id: str) -> list["Run"]:
+        return self.runs(experiment, f"tags.`{PARENT_RUN_TAG}` = '{parent_run_id}'", ["attributes.start_time ASC"])
+
+    def download(self, run_id: str, path: str, destination: str | Path) -> Path:
+        os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per small file: noise
+        return Path(self.client.download_artifacts(run_id, path, str(destination)))
+
+
+def run_metrics(run: "Run") -> dict[str, float]:
+    """A run's metrics read back from MLflow, with ``@`` names."""
+    return {metric_name_from_mlflow(name): value for name, value in run.data.metrics.items()}
+
+
+# --- one evaluation = one run -------------------------------------------------------------------
+def log_evaluation(
+    report: "EvalReport",
+    *,
+    experiment: str,
+    run_name: str | None = None,
+    parent_run_id: str | None = None,
+    run_id: str | None = None,
+    tags: Mapping[str, str] | None = None,
+    extra_artifacts: Iterable[str | Path] = (),
+    tracking_uri: str | None = None,
+) -> str:
+    """Log `report` and return the run id.
+
+    Without `run_id` a run is created (nested under `parent_run_id` when given) and ended FINISHED
+    (FAILED if logging fails). With `run_id` (a run the caller created, e.g. a sweep point) the
+    report is logged into it and its status is left to the caller.
+    """
+    tracker = Tracker.at(tracking_uri)
+    run_tags = {**evaluation_tags(report.params), **({TAG_PREFIX + "kind": "evaluation"} if run_id is None else {}),
+                **(tags or {})}
+    guard_secrets({**report.params, **run_tags, "run name": run_name or ""})
+    with tempfile.TemporaryDirectory(prefix="rag-artifacts-") as folder:
+        written = write_evaluation_artifacts(report, Path(folder))
+        guard_secret_files([*written, *map(Path, extra_artifacts)])
+        own_run = run_id is None
+        if own_run:
+            run_id = tracker.start_run(experiment, run_name, parent_run_id=parent_run_id, tags=run_tags)
+        try:
+            tracker.log(run_id, params=report.params, metrics=report.metrics, tags={} if own_run else run_tags)
+            tracker.log_artifacts(run_id, [Path(folder)])
+            tracker.log_artifacts(run_id, list(extra_artifacts))
+        except BaseException:
+            if own_run:
+                tracker.finish(run_id, "FAILED")
+            raise
+        if own_run:
+            tracker.finish(run_id)
+    return run_id
+
+
+def evaluation_tags(params: Mapping[str, str]) -> dict[str, str]:
+    tags = {TAG_PREFIX + key: params[key] for key in ("corpus_fingerprint", "golden_fingerprint") if key in params}
+    tags.update(git_tags())
+    return tags
+
+
+@functools.lru_cache(maxsize=1)
+def git_tags() -> dict[str, str]:
+    """The project's git commit (and whether the work tree had changes); {} outside a git checkout."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=10,
+                              check=True).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "HEAD")
+        dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return {GIT_COMMIT_TAG: commit, TAG_PREFIX + "git_dirty": str(dirty).lower()}
+
+
+def write_evaluation_artifacts(report: "EvalReport", folder: Path) -> list[Path]:
+    """per_query.csv, metrics.json, ranx/{qrels,run}.json and plots/*.png under `folder`."""
+    import pandas as pd
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = [folder / "per_query.csv", folder / "metrics.json"]
+    pd.DataFrame(report.per_query).to_csv(written[0], index=False)
+    written[1].write_text(json.dumps(report.metrics, indent=1, sort_keys=True))
+    if report.qrels:
+        (folder / "ranx").mkdir(exist_ok=True)
+        written += [folder / "ranx" / "qrels.json", folder / "ranx" / "run.json"]
+        written[-2].write_text(json.dumps(report.qrels))
+        written[-1].write_text(json.dumps(ranx_runs(report)))
+    (folder / "plots").mkdir(exist_ok=True)
+    written += [folder / "plots" / "retrieval_by_level.png", folder / "plots" / "latency_by_stage.png"]
+    plot_retrieval_by_level(report.metrics, written[-2])
+    plot_latency_by_stage(report.metrics, written[-1])
+    return written
+
+
+def ranx_runs(report: "EvalReport") -> dict[str, dict[str, dict[str, float]]]:
+    """level -> query_id -> item_id -> 1/rank: the evaluated rankings, as ranx reads them."""
+    runs: dict[str, dict[str, dict[str, float]]] = {}
+    for level in LEVELS:
+        runs[level] = {}
+        for query_id, retrieval in report.retrievals.items():
+            items = collapse_ranking([hit.chunk for hit in retrieval.hits], level)
+            runs[level][query_id] = {item: 1.0 / rank for rank, item in enumerate(items, start=1)}
+    return runs
+
+
+# --- secrets ------------------------------------------------------------------------------------
+def _secret_values() -> list[str]:
+    return [value for name in SECRET_ENV_VARS if len(value := os.environ.get(name, "").strip()) >= 8]
+
+
+def guard_secrets(values: Mapping[str, Any]) -> None:
+    """Raise ``SecretInRun`` (naming the key, never the value) when a value contains an API key."""
+    secrets = _secret_values()
+    for key, value in values.items():
+        if any(secret in str(value) or secret in str(key) for secret in secrets):
+            raise SecretInRun(f"refusing to log {key!r}: its value contains an API key "
+                              f"(the value of {' or '.join(SECRET_ENV_VARS)})")
+
+
+def guard_secret_files(paths: Iterable[Path]) -> None:
+    """Raise ``SecretInRun`` when a file (or any file in a folder) contains an API key."""
+    secrets = [secret.encode() for secret in _secret_values()]
+    if not secrets:
+        return
+    for path in paths:
+        for file in (sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]):
+            data = file.read_bytes()
+            if any(secret in data for secret in secrets):
+                raise SecretInRun(f"refusing to log the artifact {file.name}: it contains an API key")
+
+
+def _redacted(text: str) -> str:
+    for secret in _secret_values():
+        text = text.replace(secret, "***")
+    return text
+
+
+def _strings(values: Mapping[str, Any]) -> dict[str, str]:
+    return {key: value if isinstance(value, str) else json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+            for key, value in values.items()}
+
+
+def _slug(name: str) -> str:
+    """A folder name for an experiment: readable part plus a short hash (names may differ only in
+    characters the slug drops)."""
+    import hashlib
+
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:60] or "experiment"
+    return f"{readable}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+# --- plots --------------------------------------------------------------------------------------
+def plot_retrieval_by_level(metrics: Mapping[str, float], path: Path) -> None:
+    """Grouped bars: each retrieval metric (recall@k, ndcg@k, hit_rate@k, mrr) at chunk, page, doc level."""
+    names = list(dict.fromkeys(name.split("/", 1)[1] for name in metrics if name.split("/", 1)[0] in LEVELS))
+    figure, axes = _figure(max(6.0, 0.9 * len(names) + 2))
+    width = 0.8 / len(LEVELS)
+    for offset, level in enumerate(LEVELS):
+        values = [metrics.get(f"{level}/{name}", 0.0) for name in names]
+        axes.bar([i + (offset - 1) * width for i in range(len(names))], values, width, label=level)
+    axes.set_xticks(range(len(names)), names, rotation=30, ha="right")
+    axes.set_ylim(0, 1.2)
+    axes.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    axes.set_ylabel("mean over queries")
+    axes.set_title(f"Retrieval quality by level ({int(metrics.get('eval/queries', 0))} queries)")
+    axes.legend(loc="upper center", ncols=len(LEVELS))
+    figure.savefig(path, dpi=100)
+
+
+def plot_latency_by_stage(metrics: Mapping[str, float], path: Path) -> None:
+    """Bars of p50 and p95 latency (ms) for each pipeline stage that ran."""
+    stages = [name[len("latency/"):-len("_p50_ms")] for name in metrics
+              if name.startswith("latency/") and name.endswith("_p50_ms")]
+    figure, axes = _figure(max(5.0, 1.1 * len(stages) + 2))
+    for offset, percentile in enumerate(("p50", "p95")):
+        values = [metrics[f"latency/{stage}_{percentile}_ms"] for stage in stages]
+        axes.bar([i + (offset - 0.5) * 0.4 for i in range(len(stages))], values, 0.4, label=percentile)
+    axes.set_xticks(range(len(stages)), stages)
+    axes.set_ylabel("milliseconds per query")
+    axes.set_title("Latency by stage")
+    axes.legend()
+    figure.savefig(path, dpi=100)
+
+
+def _figure(width: float):
+    from matplotlib.figure import Figure  # no pyplot: no global state, safe in threads
+
+    figure = Figure(figsize=(width, 4), layout="tight")
+    return figure, figure.subplots()
