@@ -1,0 +1,221 @@
+"""Comparing evaluation runs read back from MLflow: a table best first, metric-vs-setting and
+quality-vs-latency plots, and a paired significance test between two runs (``ranx.compare``).
+
+Runs come from one sweep (its parent run's children; by default the latest sweep of the experiment)
+or from every evaluation run of an experiment. A table row is one run: its run id and name, every
+param (settings as numbers where they are numbers) and every metric, with ``@`` names. A point
+retried after a failure has several child runs; only its latest finished one is kept.
+
+The significance test rebuilds ranx ``Qrels`` and ``Run`` objects from the ``ranx/qrels.json`` and
+``ranx/run.json`` artifacts that ``rag_core.tracking`` logs with every run. It is done at page or
+document level, whose relevance does not depend on the chunking; chunk-level relevance differs
+between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.sweep`` and
+``notebooks/03-compare.ipynb``; logging runs is ``rag_core.tracking``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from rag_core.config import RagConfig, setting_names
+from rag_core.tracking import PARENT_RUN_TAG, TAG_PREFIX, Tracker, run_metrics
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from ranx.data_structures.report import Report
+
+NOTHING_RETRIEVED = "__nothing_retrieved__"  # stands in for an empty ranking (scores 0, as rag_core.metrics)
+NOTHING_RELEVANT = "__nothing_relevant__"  # stands in for a query without relevant items at a level
+
+
+# --- reading runs -------------------------------------------------------------------------------
+def latest_sweep(experiment: str, tracking_uri: str | None = None) -> str | None:
+    """Run id of the most recent sweep parent run in `experiment`, or None."""
+    runs = Tracker.at(tracking_uri).runs(experiment, f"tags.`{TAG_PREFIX}kind` = 'sweep'", ["attributes.start_time DESC"])
+    return runs[0].info.run_id if runs else None
+
+
+def load_runs(experiment: str, *, parent_run_id: str | None = None, tracking_uri: str | None = None,
+              statuses: Sequence[str] | None = ("FINISHED",), latest_sweep_only: bool = True) -> "pd.DataFrame":
+    """One row per run: the children of `parent_run_id` (default: the latest sweep, when
+    `latest_sweep_only`), else every evaluation run of `experiment`. `statuses` None keeps all."""
+    import pandas as pd
+
+    tracker = Tracker.at(tracking_uri)
+    settings = set(setting_names())
+    if parent_run_id is None and latest_sweep_only:
+        parent_run_id = latest_sweep(experiment, tracker.uri)
+    if parent_run_id:
+        runs = tracker.child_runs(experiment, parent_run_id)
+    else:
+        runs = [run for run in tracker.runs(experiment) if run.data.tags.get(f"{TAG_PREFIX}kind") != "sweep"]
+    rows = []
+    for run in runs:
+        row: dict[str, Any] = {
+            "run_id": run.info.run_id, "run_name": run.info.run_name, "status": run.info.status,
+            "start_time": run.info.start_time, "parent_run_id": run.data.tags.get(PARENT_RUN_TAG),
+            "point_hash": run.data.tags.get(f"{TAG_PREFIX}point_hash") or run.info.run_id,
+            "error": run.data.tags.get(f"{TAG_PREFIX}error"),
+        }
+        row.update({key: _number(value) if key in settings else value for key, value in run.data.params.items()})
+        row.update(run_metrics(run))
+        rows.append(row)
+    table = pd.DataFrame(rows, columns=None if rows else ["run_id", "run_name", "status", "point_hash"])
+    if table.empty:
+        return table
+    # a retried point: keep its finished run, else its latest
+    table["_finished"] = table["status"] == "FINISHED"
+    table = table.sort_values(["_finished", "start_time"]).drop_duplicates("point_hash", keep="last")
+    table = table.drop(columns="_finished")
+    if statuses is not None:
+        table = table[table["status"].isin(statuses)]
+    return table.reset_index(drop=True)
+
+
+def swept_settings(runs: "pd.DataFrame") -> list[str]:
+    """Settings whose value differs between the runs, in RagConfig order."""
+    return [name for name in setting_names() if name in runs and runs[name].astype(str).nunique() > 1]
+
+
+def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequence[str] | None = None,
+                     metrics: Iterable[str] = ()) -> "pd.DataFrame":
+    """Finished runs best first by `primary_metric` (rank 1 = best), then the others (failed)."""
+    import pandas as pd
+
+    settings = list(settings) if settings is not None else swept_settings(runs)
+    columns = [*settings, primary_metric, *[m for m in metrics if m != primary_metric]]
+    if runs.empty:
+        return pd.DataFrame(columns=["rank", *columns, "status", "run_id"])
+    table = runs.reindex(columns=[*columns, "status", "run_id", "error"])
+    finished = table[table["status"] == "FINISHED"].sort_values(primary_metric, ascending=False, kind="stable")
+    finished.insert(0, "rank", range(1, len(finished) + 1))
+    others = table[table["status"] != "FINISHED"].assign(rank=None)
+    table = pd.concat([finished, others[finished.columns]] if len(others) else [finished], ignore_index=True)
+    if table["error"].isna().all():
+        table = table.drop(columns="error")
+    return table
+
+
+def baseline_run(runs: "pd.DataFrame", defaults: RagConfig | None = None) -> "pd.Series":
+    """The run whose swept settings are the defaults (RagConfig()); without one, the run that
+    matches most of them."""
+    defaults = (defaults or RagConfig()).as_params()
+    swept = swept_settings(runs) or [name for name in setting_names() if name in runs]
+    matches = runs.apply(lambda row: sum(str(row[name]) == defaults[name] for name in swept), axis=1)
+    return runs.loc[matches.idxmax()]
+
+
+# --- plots --------------------------------------------------------------------------------------
+def plot_metric_vs(runs: "pd.DataFrame", setting: str, metric: str, *, by: str | None = None, ax=None):
+    """`metric` against `setting`: every run a dot, a line through the mean at each value (one line
+    per value of `by`, when given)."""
+    ax = ax or _axes()
+    groups = runs.groupby(by) if by else [(None, runs)]
+    for value, group in groups:
+        ax.scatter(group[setting], group[metric], alpha=0.5)
+        means = group.groupby(setting)[metric].mean()
+        ax.plot(means.index, means.values, marker="o", label=f"{by}={value}" if by else "mean over the other settings")
+    ax.set_xlabel(setting)
+    ax.set_ylabel(metric)
+    ax.set_title(f"{metric} vs {setting}")
+    ax.legend()
+    return ax
+
+
+def plot_quality_vs_latency(runs: "pd.DataFrame", metric: str, latency: str = "latency/total_p50_ms", *,
+                            label_with: Sequence[str] = (), ax=None):
+    """Each run a dot (quality up, latency right), the Pareto front (no run both faster and better) as a line."""
+    ax = ax or _axes()
+    ax.scatter(runs[latency], runs[metric])
+    for _, row in runs.iterrows():
+        if label_with:
+            ax.annotate(" ".join(f"{name}={row[name]}" for name in label_with), (row[latency], row[metric]),
+                        fontsize=7, alpha=0.8, xytext=(3, 3), textcoords="offset points")
+    front, best = [], float("-inf")
+    for _, row in runs.sort_values([latency, metric], ascending=[True, False]).iterrows():
+        if row[metric] > best:
+            front.append((row[latency], row[metric]))
+            best = row[metric]
+    if front:
+        ax.plot(*zip(*front), color="tab:red", label="Pareto front")
+        ax.legend()
+    ax.set_xlabel(f"{latency} (ms per query)")
+    ax.set_ylabel(metric)
+    ax.set_title("Quality vs latency")
+    return ax
+
+
+def _axes():
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(6, 4))[1]
+
+
+# --- significance -------------------------------------------------------------------------------
+def significance(runs: Sequence["pd.Series"], metrics: Sequence[str], *, tracking_uri: str | None = None,
+                 stat_test: str = "student", max_p: float = 0.05) -> "Report":
+    """Paired test (ranx.compare) of `runs` on `metrics` (all at one level, page or doc), query by query."""
+    from ranx import Qrels, Run, compare
+
+    levels = {metric.split("/", 1)[0] for metric in metrics}
+    if len(levels) != 1 or not levels <= {"page", "doc"}:
+        raise ValueError(f"compare at one level, page or doc (chunk relevance depends on the chunking): {list(metrics)}")
+    level = levels.pop()
+    tracker = Tracker.at(tracking_uri)
+    qrels, ranx_runs = None, []
+    with tempfile.TemporaryDirectory(prefix="rag-compare-") as folder:
+        for position, row in enumerate(runs):
+            run_qrels, run_ranking = (_artifact_json(tracker, row["run_id"], name, Path(folder) / str(position))[level]
+                                      for name in ("ranx/qrels.json", "ranx/run.json"))
+            if qrels is None:
+                qrels = run_qrels
+            elif run_qrels != qrels:
+                raise ValueError(f"runs {runs[0]['run_id']} and {row['run_id']} were judged on different {level} "
+                                 "relevance (another golden set?): they cannot be compared query by query")
+            ranking = {qid: run_ranking.get(qid) or {NOTHING_RETRIEVED: 0.0} for qid in qrels}
+            ranx_runs.append(Run(ranking, name=_run_label(row, position)))
+    qrels = {qid: items or {NOTHING_RELEVANT: 1} for qid, items in qrels.items()}
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*unsafe cast.*")
+        return compare(Qrels(qrels), ranx_runs, [metric.split("/", 1)[1] for metric in metrics],
+                       stat_test=stat_test, max_p=max_p)
+
+
+def significance_summary(report: "Report", best: "pd.Series", baseline: "pd.Series") -> dict[str, Any]:
+    """Scores and p-values of the best run against the baseline, as plain values."""
+    data = report.to_dict()
+    best_name, baseline_name = _run_label(best, 0), _run_label(baseline, 1)
+    return {
+        "best_run_id": best["run_id"], "baseline_run_id": baseline["run_id"], "same_run": best["run_id"] == baseline["run_id"],
+        "stat_test": data["stat_test"],
+        "best": {metric: float(value) for metric, value in data[best_name]["scores"].items()},
+        "baseline": {metric: float(value) for metric, value in data[baseline_name]["scores"].items()},
+        "p_values": {metric: None if math.isnan(value) else float(value)  # NaN: the same run twice
+                     for metric, value in data[best_name]["comparisons"][baseline_name].items()},
+        "win_tie_loss": data[best_name]["win_tie_loss"][baseline_name],
+    }
+
+
+def _run_label(row: "pd.Series", position: int) -> str:
+    """ranx needs distinct run names: '1: <run name>', '2: <run name>', ..."""
+    return f"{position + 1}: {row.get('run_name') or row['run_id']}"
+
+
+def _artifact_json(tracker: Tracker, run_id: str, path: str, folder: Path) -> dict:
+    folder.mkdir(parents=True, exist_ok=True)
+    return json.loads(tracker.download(run_id, path, folder).read_text())
+
+
+def _number(value: str) -> Any:
+    """'256' -> 256, '0.75' -> 0.75, anything else unchanged."""
+    for kind in (int, float):
+        try:
+            return kind(value)
+        except (TypeError, ValueError):
+            pass
+    return value

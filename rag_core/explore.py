@@ -1,0 +1,154 @@
+"""Looking at a corpus and at one query, for ``notebooks/01-explore.ipynb``: what the documents and
+pages hold, how long the chunks are in words and in the embedding model's tokens (and how many it
+truncates), and how one query is ranked at every stage, with every score side by side.
+
+Everything here reads; the pipeline builds its indexes in the store as usual. Evaluating many
+queries is ``rag_core.evaluate``; comparing runs is ``rag_core.compare``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from rag_core.corpus import Corpus
+from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, default_store_dir
+from rag_core.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.records import Chunk
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def load_corpus(input_dir: str | Path | None = None) -> Corpus:
+    """Read `input_dir` (None: the sample corpus); files that cannot be read are listed and left out."""
+    from rag_core.ingest import read_documents
+
+    result = read_documents(input_dir or SAMPLE_DOCUMENTS_DIR)
+    for skipped in result.skipped:
+        print(f"skipped {skipped.path}: {skipped.reason}")
+    return Corpus.of(result.documents)
+
+
+def store_folder(store: str | Path | None = None) -> Path:
+    """`store`, or the project's store (``$RAG_STORE`` or ``<project>/.rag_store``)."""
+    return Path(store) if store else PROJECT_ROOT / default_store_dir()
+
+
+def corpus_overview(corpus: Corpus) -> "pd.DataFrame":
+    """One row per document: pages, words, characters."""
+    import pandas as pd
+
+    return pd.DataFrame([{"document": doc.doc_id, "pages": doc.n_pages, "words": len(doc.text.split()),
+                          "characters": len(doc.text)} for doc in corpus.documents])
+
+
+def page_text(corpus: Corpus, document: str | None = None, page: int = 1) -> str:
+    """The extracted text of one page (1-based) of `document` (None: the first document)."""
+    doc = corpus.by_id[document] if document else corpus.documents[0]
+    if not 1 <= page <= doc.n_pages:
+        raise ValueError(f"{doc.doc_id} has pages 1 to {doc.n_pages}, not {page}")
+    return doc.page_text(page)
+
+
+def chunk_table(chunks: Sequence[Chunk]) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame([{"chunk": chunk.id, "document": chunk.doc_id, "page_start": chunk.page_start,
+                          "page_end": chunk.page_end, "words": len(chunk.text.split()), "characters": len(chunk.text)}
+                         for chunk in chunks])
+
+
+def token_counts(pipeline: Pipeline) -> list[int]:
+    """Tokens per chunk (special tokens included) with the embedding model's tokenizer, untruncated."""
+    tokenizer = pipeline.index.embedder.loaded.model.tokenizer
+    texts = [chunk.text for chunk in pipeline.index.chunks]
+    counts: list[int] = []
+    for start in range(0, len(texts), 256):
+        counts += [len(ids) for ids in tokenizer(texts[start:start + 256], add_special_tokens=True,
+                                                 truncation=False)["input_ids"]]
+    return counts
+
+
+def plot_chunk_lengths(chunks: Sequence[Chunk], chunk_size: int | None = None, ax=None):
+    """Histogram of chunk lengths in words, with the configured chunk_size marked."""
+    ax = ax or _axes()
+    ax.hist([len(chunk.text.split()) for chunk in chunks], bins=30)
+    if chunk_size:
+        ax.axvline(chunk_size, color="tab:red", linestyle="--", label=f"chunk_size = {chunk_size} words")
+        ax.legend()
+    ax.set_xlabel("words per chunk")
+    ax.set_ylabel("chunks")
+    ax.set_title(f"Chunk lengths ({len(chunks)} chunks)")
+    return ax
+
+
+def plot_token_truncation(counts: Sequence[int], max_seq_length: int, ax=None):
+    """Histogram of tokens per chunk; chunks right of the line are truncated by the embedding model."""
+    ax = ax or _axes()
+    truncated = sum(count > max_seq_length for count in counts)
+    ax.hist(counts, bins=30)
+    ax.axvline(max_seq_length, color="tab:red", linestyle="--", label=f"max_seq_length = {max_seq_length} tokens")
+    ax.set_xlabel("tokens per chunk (embedding model's tokenizer)")
+    ax.set_ylabel("chunks")
+    share = 100 * truncated / len(counts) if counts else 0.0
+    ax.set_title(f"Token counts: {truncated} of {len(counts)} chunks truncated ({share:.0f}%)")
+    ax.legend()
+    return ax
+
+
+def stage_table(retrieval: Retrieval, text_chars: int = 80) -> "pd.DataFrame":
+    """Every chunk any stage returned, with its rank and score at each stage (NaN: not in that list)
+    and its final rank; final results first, then by fused rank."""
+    import pandas as pd
+
+    final = {hit.chunk.id: rank for rank, hit in enumerate(retrieval.hits, start=1)}
+    hits = {hit.chunk.id: hit for stage in STAGES for hit in retrieval.stages.get(stage, [])}
+    rows = []
+    for chunk_id, hit in hits.items():
+        chunk = hit.chunk
+        pages = f"{chunk.page_start}" if chunk.page_start == chunk.page_end else f"{chunk.page_start}-{chunk.page_end}"
+        row: dict[str, Any] = {"chunk": chunk_id[:8], "source": chunk.doc_id, "pages": pages}
+        for stage in STAGES:
+            if stage in retrieval.stages:
+                score = hit.stages.get(stage)
+                row[f"{stage} rank"] = score.rank if score else None
+                row[f"{stage} score"] = score.score if score else None
+        row["final rank"] = final.get(chunk_id)
+        row["text"] = " ".join(chunk.text.split())[:text_chars]
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    for column in [name for name in table if name.endswith(" rank")]:
+        table[column] = table[column].astype("Int64")  # ranks stay integers next to missing values
+    order = [column for column in ("final rank", "fused rank") if column in table]
+    return table.sort_values(order, na_position="last").reset_index(drop=True)
+
+
+def summary(corpus: Corpus, pipeline: Pipeline, counts: Sequence[int], retrieval: Retrieval) -> dict[str, Any]:
+    """What the exploration found, as plain values (recorded by the notebook's last cell)."""
+    max_len = pipeline.index.embedder.max_seq_length
+    return {
+        "documents": len(corpus), "pages": sum(doc.n_pages for doc in corpus.documents),
+        "chunks": len(pipeline.index.chunks), "max_seq_length": max_len,
+        "truncated": sum(count > max_len for count in counts), "query": retrieval.query,
+        "stages": [stage for stage in STAGES if stage in retrieval.stages],
+        "final": [{"chunk": hit.chunk.id, "source": hit.chunk.doc_id, "page": hit.chunk.page_start,
+                   "scores": {stage: score.score for stage, score in hit.stages.items()}} for hit in retrieval.hits],
+        "latency_ms": retrieval.latency_ms,
+    }
+
+
+def record(result: dict[str, Any]) -> None:
+    """Display `result` as a JSON output that papermill keeps in the executed notebook."""
+    import json
+
+    from IPython.display import display
+
+    display({"application/json": json.loads(json.dumps(result, default=str)),
+             "text/plain": json.dumps(result, indent=1, default=str)[:2000]}, raw=True)
+
+
+def _axes():
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(7, 3.5))[1]

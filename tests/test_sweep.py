@@ -1,0 +1,186 @@
+"""Sweeps end to end: the smoke sweep into a temporary tracking store (a parent run, one child run per
+point with params, metrics and artifacts, each chunking embedded once), restarts that skip finished
+points, a failing point that does not stop the others, and sweep files that are checked."""
+
+from __future__ import annotations
+
+import json
+
+import nbformat
+import pytest
+import yaml
+from conftest import run_cli
+from mlflow.tracking import MlflowClient
+from sweep_fixtures import embeddings_in_cache, smoke_sweep, tiny_corpus, tracking_uri  # noqa: F401 - fixtures
+
+from rag_core.config import ConfigError
+from rag_core.sweep import load_sweep, read_recorded_result, run_sweep
+
+pytestmark = pytest.mark.slow
+
+
+def _write_sweep(folder, **content) -> object:
+    path = folder / f"{content.get('name', 'sweep')}.yaml"
+    path.write_text(yaml.safe_dump(content, sort_keys=False))
+    return path
+
+
+class PapermillCounter:
+    """Counts notebook executions while still running them."""
+
+    def __init__(self, monkeypatch):
+        import papermill
+
+        self.calls: list[str] = []
+        real = papermill.execute_notebook
+
+        def counting(input_path, output_path, *args, **kwargs):
+            self.calls.append(str(output_path))
+            return real(input_path, output_path, *args, **kwargs)
+
+        monkeypatch.setattr(papermill, "execute_notebook", counting)
+
+
+# --- the smoke sweep ----------------------------------------------------------------------------
+def test_smoke_sweep_logs_a_parent_run_and_one_child_per_point(smoke_sweep, tmp_path):  # noqa: F811
+    result, client = smoke_sweep.result, MlflowClient(smoke_sweep.tracking_uri)
+    parent = client.get_run(result.parent_run_id)
+    assert parent.info.status == "FINISHED" and parent.info.run_name == "smoke"
+    assert parent.data.tags["rag.kind"] == "sweep" and parent.data.tags["rag.sweep_hash"] == smoke_sweep.spec.hash
+    assert parent.data.params["grid.chunk_size"] == json.dumps(["256", "512"])
+
+    children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    expected = {(256, 3), (256, 5), (512, 3), (512, 5)}
+    assert len(children) == 4 and {run.info.status for run in children} == {"FINISHED"}
+    assert {(int(run.data.params["chunk_size"]), int(run.data.params["k"])) for run in children} == expected
+    assert len({run.data.tags["rag.point_hash"] for run in children}) == 4
+    for run in children:
+        params, metrics = run.data.params, run.data.metrics
+        assert params["mode"] == "hybrid" and params["rerank_depth"] == "0" and "embed_model_used" in params
+        assert params["queries"] == "4"
+        assert all(0.0 <= metrics[f"{level}/{name}"] <= 1.0 for level in ("chunk", "page", "doc")
+                   for name in ("recall_at_5", "ndcg_at_10", "hit_rate_at_5", "mrr"))
+        assert metrics["timing/notebook_seconds"] > 0
+        artifacts = {item.path for item in client.list_artifacts(run.info.run_id)}
+        assert {"per_query.csv", "plots", "ranx", "notebook"} <= artifacts
+        [notebook] = client.list_artifacts(run.info.run_id, "notebook")
+        executed = nbformat.read(client.download_artifacts(run.info.run_id, notebook.path, str(tmp_path)), 4)
+        recorded = read_recorded_result_from(executed)
+        assert recorded["run_id"] == run.info.run_id
+        assert recorded["metrics"]["page/ndcg@10"] == pytest.approx(metrics["page/ndcg_at_10"])
+        assert (smoke_sweep.output / notebook.path.split("/")[-1]).exists()
+
+    # the printed table is best first, read back from MLflow
+    table = result.table
+    assert list(table["rank"]) == [1, 2, 3, 4]
+    best = max(children, key=lambda run: run.data.metrics["page/ndcg_at_10"])
+    assert table.iloc[0]["run_id"] == best.info.run_id
+    assert list(table["page/ndcg@10"]) == sorted(table["page/ndcg@10"], reverse=True)
+
+
+def read_recorded_result_from(notebook) -> dict:
+    return next(output["data"]["application/json"] for cell in notebook.cells for output in cell.get("outputs", [])
+                if "application/json" in output.get("data", {}))
+
+
+def test_each_distinct_chunking_is_embedded_once(smoke_sweep):  # noqa: F811
+    result, client = smoke_sweep.result, MlflowClient(smoke_sweep.tracking_uri)
+    work = client.get_run(result.parent_run_id).data.metrics
+    children = [outcome.metrics for outcome in result.outcomes]
+    chunks_per_chunking = {int(metrics["index/chunks"]) for metrics in children}  # 256 and 512 words differ
+    assert work["sweep/points"] == 4 and work["sweep/distinct_chunkings"] == 2 == len(chunks_per_chunking)
+    assert work["sweep/dense_indexes_built"] == 2
+    assert work["sweep/chunks_embedded"] + work["sweep/embed_cache_hits"] == sum(chunks_per_chunking)
+    # with 2 workers the chunkings are embedded before the points run: no point embeds anything
+    assert all(metrics["index/embedded"] == 0 for metrics in children)
+    # the store's embedding cache holds each distinct chunk text once
+    assert embeddings_in_cache(smoke_sweep.store) == work["sweep/chunks_embedded"]
+
+
+def test_restarting_a_finished_sweep_executes_nothing(smoke_sweep, monkeypatch):  # noqa: F811
+    counter = PapermillCounter(monkeypatch)
+    again = run_sweep(smoke_sweep.spec, smoke_sweep.store, workers=2, output_dir=smoke_sweep.output,
+                      tracking_uri=smoke_sweep.tracking_uri, echo=lambda line: None)
+    assert counter.calls == []
+    assert again.parent_run_id == smoke_sweep.result.parent_run_id and again.resumed
+    assert {outcome.status for outcome in again.outcomes} == {"SKIPPED"}
+    assert len(again.table) == 4
+
+
+# --- failures and restarts ----------------------------------------------------------------------
+def test_a_failing_point_is_a_failed_child_run_and_a_restart_reruns_unfinished_points(  # noqa: F811
+        tiny_corpus, tmp_path, tracking_uri, monkeypatch):  # noqa: F811
+    # re-ranking needs a cross-encoder that does not exist (and no fallback): that point fails
+    sweep_file = _write_sweep(
+        tmp_path, name="failing", input=str(tiny_corpus.documents), golden=str(tiny_corpus.golden),
+        base={"mode": "bm25", "chunk_size": 40, "overlap": 8, "k": 3, "model_fallback": False,
+              "rerank_model": str(tmp_path / "no-such-cross-encoder")},
+        grid={"rerank_depth": [0, 2]},
+    )
+    spec = load_sweep(sweep_file)
+    counter = PapermillCounter(monkeypatch)
+    lines: list[str] = []
+    result = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lines.append)
+    assert len(counter.calls) == 2
+    by_depth = {outcome.point.changes["rerank_depth"]: outcome for outcome in result.outcomes}
+    assert by_depth[0].status == "FINISHED" and by_depth[2].status == "FAILED"
+    assert "no-such-cross-encoder" in by_depth[2].error
+    assert any("FAILED" in line and "rerank_depth=2" in line for line in lines)
+
+    client = MlflowClient(tracking_uri)
+    failed = client.get_run(by_depth[2].run_id)
+    assert failed.info.status == "FAILED" and "no-such-cross-encoder" in failed.data.tags["rag.error"]
+    [notebook] = client.list_artifacts(failed.info.run_id, "notebook")  # the partially executed notebook
+    assert notebook.path.endswith(".ipynb")
+    with pytest.raises(RuntimeError, match="recorded no result"):
+        read_recorded_result(by_depth[2].notebook)
+    assert client.get_run(by_depth[0].run_id).info.status == "FINISHED"
+    assert client.get_run(result.parent_run_id).info.status == "FAILED"
+    assert list(result.table["status"]) == ["FINISHED", "FAILED"] and result.table["rank"].iloc[0] == 1
+
+    # as if the sweep had then been killed while the first point ran again: its run is left RUNNING
+    client.update_run(by_depth[0].run_id, status="RUNNING")
+    counter.calls.clear()
+    again = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lines.append)
+    # both unfinished points run again (the finished-point skip is checked on the smoke sweep), same parent
+    assert sorted(counter.calls) == sorted(str(outcome.notebook) for outcome in result.outcomes)
+    assert again.parent_run_id == result.parent_run_id and again.resumed
+    assert client.get_run(by_depth[0].run_id).info.status == "KILLED"
+    assert {o.point.changes["rerank_depth"]: o.status for o in again.outcomes} == {0: "FINISHED", 2: "FAILED"}
+    assert len(again.table) == 2  # one row per point: the killed and the earlier failed runs are superseded
+    assert set(again.table["run_id"]) == {outcome.run_id for outcome in again.outcomes}
+
+
+# --- sweep files --------------------------------------------------------------------------------
+def test_unknown_keys_and_settings_are_errors_naming_them(tmp_path, tiny_corpus):  # noqa: F811
+    data = {"name": "x", "input": str(tiny_corpus.documents), "golden": str(tiny_corpus.golden)}
+    with pytest.raises(ConfigError, match="'grids'"):
+        load_sweep(_write_sweep(tmp_path, **data, grids={"chunk_size": [64]}))
+    with pytest.raises(ConfigError, match="'chunk_sizes'"):
+        load_sweep(_write_sweep(tmp_path, **data, grid={"chunk_sizes": [64]}))
+    with pytest.raises(ConfigError, match="'rerank'"):
+        load_sweep(_write_sweep(tmp_path, **data, base={"rerank": 3}))
+    with pytest.raises(ConfigError, match="primary_metric"):
+        load_sweep(_write_sweep(tmp_path, **data, primary_metric="page/precision@3"))
+
+    completed = run_cli("sweep", str(_write_sweep(tmp_path, **data, grids={"k": [3]})), "--store", str(tmp_path / "s"))
+    assert completed.returncode == 2 and "'grids'" in completed.stderr
+
+
+def test_points_invalid_combinations_skipped_and_chunkings_consecutive(tmp_path, tiny_corpus):  # noqa: F811
+    path = _write_sweep(tmp_path, name="order", input=str(tiny_corpus.documents), golden=str(tiny_corpus.golden),
+                        grid={"k": [3, 5], "chunk_size": [64, 128], "overlap": [0, 64]})
+    spec = load_sweep(path)
+    points, skipped = spec.points()
+    assert len(points) == 6 and len(skipped) == 2  # overlap 64 with chunk_size 64, for k 3 and 5
+    assert all("chunk_size=64" in message and "overlap=64" in message for message in skipped)
+    chunkings = [(point.config.chunk_size, point.config.overlap) for point in points]
+    assert chunkings == sorted(chunkings)  # points sharing a chunking run one after another
+    assert [point.config.k for point in points[:2]] == [3, 5]
+
+    # the sweep hash follows the resolved content, not the file's formatting; flags change the base
+    reformatted = tmp_path / "reformatted.yaml"
+    reformatted.write_text(json.dumps(yaml.safe_load(path.read_text())))
+    assert load_sweep(reformatted).hash == spec.hash
+    assert load_sweep(path, overrides={"mode": "bm25"}).hash != spec.hash
+    assert {point.config.mode for point in load_sweep(path, overrides={"mode": "bm25"}).points()[0]} == {"bm25"}
