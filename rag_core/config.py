@@ -159,18 +159,23 @@ def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | N
     return RagConfig.from_dict(values, where=str(path) if path else "settings")
 
 
-def read_yaml_settings(path: str | Path) -> dict[str, Any]:
+def read_yaml_mapping(path: str | Path, expected: str = "setting: value") -> dict[str, Any]:
+    """A YAML file that must hold a mapping; errors name the file."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
+        raise ConfigError(f"file not found: {path}")
     try:
         data = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from exc
+        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
     if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping of setting: value")
-    # Unknown keys are reported by RagConfig.from_dict with the file's name.
-    RagConfig.from_dict(data, where=str(path))
+        raise ConfigError(f"{path} must hold a mapping of {expected}")
+    return data
+
+
+def read_yaml_settings(path: str | Path) -> dict[str, Any]:
+    data = read_yaml_mapping(path)
+    RagConfig.from_dict(data, where=str(path))  # unknown keys and bad values, named with the file
     return data
 
 

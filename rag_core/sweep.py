@@ -49,9 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-import yaml
-
-from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_settings, setting_names
+from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_mapping, read_yaml_settings, setting_names
 from rag_core.evaluate import golden_fingerprint
 from rag_core.evaluate_cli import RESULT_MIME, EvalInputs, load_eval_inputs
 from rag_core.metrics import metric_names
@@ -153,14 +151,7 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     """Read and check a sweep file. `config_file` and `overrides` (CLI setting flags) set the base,
     around the file's own ``base`` (defaults < config_file < base < overrides < grid values)."""
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"sweep file not found: {path}")
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path} is not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path} must hold a mapping (name, input, golden, base, grid, ...)")
+    data = read_yaml_mapping(path, "name, input, golden, base, grid, ...")
     unknown = [key for key in data if key not in SWEEP_KEYS]
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} in {path}; sweep files take {', '.join(SWEEP_KEYS)}")
