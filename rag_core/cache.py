@@ -17,8 +17,8 @@ import numpy as np
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (model TEXT, text_sha1 TEXT, vector BLOB, PRIMARY KEY (model, text_sha1));
-CREATE TABLE IF NOT EXISTS rerank_scores (model TEXT, query TEXT, text_sha1 TEXT, score REAL,
-                                          PRIMARY KEY (model, query, text_sha1));
+CREATE TABLE IF NOT EXISTS cross_encoder_scores (model TEXT, query TEXT, text_sha1 TEXT, score REAL, seconds REAL,
+                                                 PRIMARY KEY (model, query, text_sha1));
 """
 
 
@@ -56,21 +56,25 @@ class ScoreCache:
             self._conn.executemany("INSERT OR REPLACE INTO embeddings VALUES (?, ?, ?)", rows)
 
     # --- cross-encoder scores: (model, query, passage) -> score ------------------------------
-    def get_scores(self, model: str, query: str, texts: Sequence[str]) -> dict[str, float]:
+    # Each score keeps the model time it cost, so latency can be reported as the model's, cached or not.
+    def get_scores(self, model: str, query: str, texts: Sequence[str]) -> dict[str, tuple[float, float]]:
+        """text_sha1 -> (score, seconds the model took for it), for the pairs that are cached."""
         keys = list({text_sha1(text) for text in texts})
         if not keys:
             return {}
         with self._lock:
             rows = self._conn.execute(
-                f"SELECT text_sha1, score FROM rerank_scores WHERE model = ? AND query = ? AND text_sha1 IN ({','.join('?' * len(keys))})",
+                f"SELECT text_sha1, score, seconds FROM cross_encoder_scores WHERE model = ? AND query = ? "
+                f"AND text_sha1 IN ({','.join('?' * len(keys))})",
                 [model, query, *keys],
             ).fetchall()
-        return dict(rows)
+        return {key: (score, seconds) for key, score, seconds in rows}
 
-    def put_scores(self, model: str, query: str, texts: Sequence[str], scores: Sequence[float]) -> None:
-        rows = [(model, query, text_sha1(text), float(score)) for text, score in zip(texts, scores)]
+    def put_scores(self, model: str, query: str, texts: Sequence[str], scores: Sequence[float],
+                   seconds_each: float) -> None:
+        rows = [(model, query, text_sha1(text), float(score), seconds_each) for text, score in zip(texts, scores)]
         with self._lock, self._conn:
-            self._conn.executemany("INSERT OR REPLACE INTO rerank_scores VALUES (?, ?, ?, ?)", rows)
+            self._conn.executemany("INSERT OR REPLACE INTO cross_encoder_scores VALUES (?, ?, ?, ?, ?)", rows)
 
     def close(self) -> None:
         self._conn.close()
