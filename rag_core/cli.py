@@ -23,7 +23,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rag_core.config import SETTING_HELP, ConfigError, RagConfig, load_config  # noqa: E402
 from rag_core.paths import default_store_dir  # noqa: E402
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+EXIT_OK, EXIT_BAD_INPUT = 0, 2  # 1: a failure while running, from service.known_failure
 
 
 # --- argument parsing --------------------------------------------------------------------------

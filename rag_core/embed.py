@@ -25,10 +25,6 @@ class EmbedStats:
     cache_hits: int
     seconds: float
 
-    @property
-    def texts_per_second(self) -> float:
-        return self.embedded / self.seconds if self.seconds > 0 else 0.0
-
 
 class Embedder:
     def __init__(self, model_name: str, batch_size: int = 32, cache: ScoreCache | None = None,

