@@ -7,7 +7,7 @@
    once per point, each point one MLflow run) and print the comparison table, best first;
 4. say how to open the MLflow UI and where the executed notebooks are.
 
-Measured on 2 CPU cores with a fresh store: about 12 minutes, 10 of them the sweep (the cross-encoder
+Measured on 2 CPU cores with a fresh store: about 14 minutes, 13 of them the sweep (the cross-encoder
 scoring 6 chunkings x 36 queries x 20 pairs is most of it). ``--sweep experiments/demo.yaml`` runs
 a 6-point subset in about 5 minutes. Everything is cached in the store, so a second run is quick (a
 finished sweep is not run again).
