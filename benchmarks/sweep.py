@@ -32,7 +32,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rag_core.compare import load_runs  # noqa: E402
 from rag_core.paths import EXPERIMENTS_DIR  # noqa: E402
-from rag_core.sweep import format_result, load_sweep, run_sweep  # noqa: E402
+from rag_core.cli.sweep import format_result
+from rag_core.workbench import load_sweep, run_sweep  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_OVERHEAD_SHARE = 0.25

@@ -9,7 +9,7 @@ retried after a failure has several child runs; only its latest finished one is 
 The significance test rebuilds ranx ``Qrels`` and ``Run`` objects from the ``ranx/qrels.json`` and
 ``ranx/run.json`` artifacts that ``rag_core.tracking`` logs with every run. It is done at page or
 document level, whose relevance does not depend on the chunking; chunk-level relevance differs
-between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.sweep`` and
+between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.workbench`` and
 ``notebooks/03-compare.ipynb``; logging runs is ``rag_core.tracking``.
 """
 

@@ -61,7 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nQ{number}: {question}\n")
         print(_shortened(format_answer(answer_query(question, store, config))))
 
-    from rag_core.sweep import format_result, load_sweep, run_sweep
+    from rag_core.cli.sweep import format_result
+from rag_core.workbench import load_sweep, run_sweep
 
     spec = load_sweep(args.sweep)
     _heading(f"3. Sweep {spec.name!r} ({Path(args.sweep).name}): papermill runs notebooks/02-evaluate.ipynb "

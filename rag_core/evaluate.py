@@ -2,9 +2,14 @@
 page and document level, latency per stage, index statistics, and a per-query table that says at
 which stage the first relevant chunk was found or lost.
 
-The evaluated ranking of a query is what the pipeline returns: its final top ``k`` (so with
-``k = 5``, ``recall@10`` equals ``recall@5``). Answers and the LLM judge are optional
-(``judge=True``). Logging to MLflow is ``rag_core.tracking``'s job.
+Ranking metrics (Recall@K, nDCG@K, hit rate, MRR) score the pipeline's final ranking to depth
+max(``metrics_k``), whatever ``k`` is: the re-ranked head, then the fused order below it. So nDCG@10 is
+computed on ten passages and compares with published figures. ``k`` is the number of passages given
+to the LLM; the ``context/*`` metrics describe those k passages: ``context/recall`` (share of the
+query's relevant chunks among them), ``context/precision`` (share of them that are relevant) and
+``context/words`` (their total length), which is what the ``k`` setting trades.
+Answers and the LLM judge are optional (``judge=True``). Logging to MLflow is ``rag_core.tracking``'s job.
+Left out: graded relevance (evidence is binary).
 """
 
 from __future__ import annotations
@@ -73,17 +78,26 @@ def evaluate_config(
         if on_query:
             on_query(position, len(queries))
 
-    ranked = {qid: [hit.chunk for hit in retrieval.hits] for qid, retrieval in retrievals.items()}
+    depth = max(config.metrics_k)
+    ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in retrievals.items()}
     result = evaluate_rankings(qrels, ranked, config.metrics_k)
+    context = {query.id: context_metrics(retrievals[query.id], qrels["chunk"][query.id]) for query in queries}
+    for qid, values in context.items():
+        result.per_query[qid].update(values)
     metrics = dict(result.averages)
+    metrics.update({name: sum(values[name] for values in context.values()) / len(context) for name in CONTEXT_METRICS})
     metrics.update(latency_summary(latency))
     metrics.update(stats.as_metrics())
     metrics["index/documents"] = float(len(corpus))
     metrics["index/ingest_seconds"] = read_seconds + build_seconds
     metrics["eval/queries"] = float(len(queries))
-    if pipeline._reranker is not None:
-        metrics["rerank/pairs_scored"] = float(pipeline.reranker.pairs_scored)
-        metrics["rerank/cache_hits"] = float(pipeline.reranker.cache_hits)
+    work = {name: sum(retrieval.work.get(name, 0) for retrieval in retrievals.values())
+            for name in ("candidates_reused", "rerank_pairs_scored", "rerank_cache_hits")}
+    metrics["retrieval/candidates_reused"] = float(work["candidates_reused"])
+    metrics["retrieval/candidates_computed"] = float(len(retrievals) - work["candidates_reused"])
+    if "rerank" in latency:
+        metrics["rerank/pairs_scored"] = float(work["rerank_pairs_scored"])
+        metrics["rerank/cache_hits"] = float(work["rerank_cache_hits"])
 
     rows = [trace_row(query, retrievals[query.id], qrels["chunk"][query.id], result.per_query[query.id])
             for query in queries]
@@ -105,6 +119,21 @@ def evaluate_config(
     return EvalReport(metrics, rows, params, retrievals, qrels)
 
 
+CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")
+
+
+def context_metrics(retrieval: Retrieval, relevant: dict[str, int]) -> dict[str, float]:
+    """What the k passages given to the LLM hold: the share of relevant chunks among them (recall),
+    the share of them that are relevant (precision), and their length in words."""
+    given = [hit.chunk for hit in retrieval.hits]
+    found = sum(chunk.id in relevant for chunk in given)
+    return {
+        "context/recall": found / len(relevant) if relevant else 0.0,
+        "context/precision": found / len(given) if given else 0.0,
+        "context/words": float(sum(len(chunk.text.split()) for chunk in given)),
+    }
+
+
 def trace_row(query: GoldenQuery, retrieval: Retrieval, relevant: dict[str, int],
               query_metrics: dict[str, float]) -> dict[str, Any]:
     """One row of the per-query table: the first relevant chunk's rank at each stage, and where it
@@ -115,7 +144,8 @@ def trace_row(query: GoldenQuery, retrieval: Retrieval, relevant: dict[str, int]
              for stage in TRACE_STAGES[:-1] if stage in retrieval.stages}
     first["final"] = first_relevant_rank(final_ids, relevant_ids)
     row: dict[str, Any] = {"query_id": query.id, "query": query.query}
-    row.update({f"first_relevant_{stage}": first.get(stage) for stage in TRACE_STAGES})
+    # only the stages that ran: a run without re-ranking has no re-rank column
+    row.update({f"first_relevant_{stage}": first[stage] for stage in TRACE_STAGES if stage in first})
     row["outcome"] = _outcome(first, retrieval)
     row["top_sources"] = " | ".join(dict.fromkeys(f"{hit.chunk.doc_id} p{hit.chunk.page_start}" for hit in retrieval.hits))
     row.update(query_metrics)

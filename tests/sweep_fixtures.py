@@ -89,6 +89,24 @@ def files_containing(folder: Path, needle: str) -> list[Path]:
     return [path for path in folder.rglob("*") if path.is_file() and needle.encode() in path.read_bytes()]
 
 
+def evaluation_notebook_with(cell_source: str, path: Path) -> Path:
+    """A copy of notebooks/02-evaluate.ipynb with `cell_source` run right after the parameters."""
+    import nbformat
+
+    from rag_core.workbench.points import NOTEBOOK
+
+    notebook = nbformat.read(str(NOTEBOOK), as_version=4)
+    position = next(i for i, cell in enumerate(notebook.cells) if "parameters" in cell.metadata.get("tags", []))
+    notebook.cells.insert(position + 1, nbformat.v4.new_code_cell(cell_source))
+    nbformat.write(notebook, str(path))
+    return path
+
+
+def quality_metrics(metrics: dict[str, float]) -> dict[str, float]:
+    """The metrics a point's settings determine (not timings, latencies or work counts)."""
+    return {name: value for name, value in metrics.items() if name.split("/")[0] in ("chunk", "page", "doc", "context")}
+
+
 def embeddings_in_cache(store: Path) -> int:
     with sqlite3.connect(store / "cache.sqlite") as connection:
         return connection.execute("SELECT COUNT(*) FROM embeddings").fetchone()[0]
@@ -97,8 +115,8 @@ def embeddings_in_cache(store: Path) -> int:
 # --- the smoke sweep, once per session -----------------------------------------------------------
 @dataclass(frozen=True)
 class SmokeSweep:
-    result: object  # rag_core.sweep.SweepResult
-    spec: object  # rag_core.sweep.SweepSpec
+    result: object  # rag_core.workbench.SweepResult
+    spec: object  # rag_core.workbench.SweepSpec
     store: Path
     tracking_dir: Path
     tracking_uri: str
@@ -111,7 +129,7 @@ _SMOKE: dict[str, SmokeSweep] = {}
 @pytest.fixture(scope="session")
 def smoke_sweep(tmp_path_factory) -> SmokeSweep:
     if "smoke" not in _SMOKE:
-        from rag_core.sweep import load_sweep, run_sweep
+        from rag_core.workbench import load_sweep, run_sweep
 
         folder = tmp_path_factory.mktemp("smoke-sweep")
         tracking_dir = folder / "mlruns"

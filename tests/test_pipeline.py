@@ -9,6 +9,8 @@ import re
 import numpy as np
 import pytest
 
+from conftest import STAND_IN_RERANKER
+
 from rag_core.config import RagConfig
 from rag_core.service import open_pipeline
 
@@ -17,7 +19,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def hybrid(sample_store):
-    return open_pipeline(sample_store, RagConfig(), progress=False)
+    return open_pipeline(sample_store, RagConfig(rerank_model=STAND_IN_RERANKER), progress=False)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +80,7 @@ def test_bm25_mode_loads_no_embedding_model_and_finds_exact_identifiers(sample_s
     token, doc_id = rare_identifier
     pipeline = open_pipeline(sample_store, RagConfig(mode="bm25", rerank_depth=0), progress=False)
     result = pipeline.retrieve(token)
-    assert pipeline.index._embedder is None
+    assert pipeline.index.embedder._loaded is None
     assert set(result.stages) == {"bm25", "fused"}
     assert any(hit.chunk.doc_id == doc_id and token in hit.chunk.text for hit in result.hits[:3])
 
@@ -97,19 +99,48 @@ def test_each_chunking_gets_its_own_index_and_is_built_once(copy_of_sample_store
 
 
 def test_cross_encoder_scores_are_cached_per_query_and_passage(sample_store):
-    config = RagConfig(rerank_depth=6)
+    config = RagConfig(rerank_depth=6, rerank_model=STAND_IN_RERANKER)
     first = open_pipeline(sample_store, config, progress=False)
     query = "Which headers tell a client how close it is to the rate limit?"
-    before = first.retrieve(query)
-    assert first.reranker.pairs_scored + first.reranker.cache_hits == 6
-    second = open_pipeline(sample_store, config, progress=False)  # a new process would see the same cache
-    after = second.retrieve(query)
-    assert (second.reranker.pairs_scored, second.reranker.cache_hits) == (0, 6)
+    candidates = [first.index.chunk_by_id[item.id].text for item in first.candidates(query)[0].ranked["fused"][:6]]
+    scored = first.reranker.score(query, candidates)
+    assert (scored.pairs_scored, scored.cache_hits) == (6, 0)
+    again = open_pipeline(sample_store, config, progress=False).reranker.score(query, candidates)  # as a new process
+    assert (again.pairs_scored, again.cache_hits) == (0, 6) and again.scores == scored.scores
     # Latency reports the model's cost even from the cache, so runs compare whatever was cached.
-    assert first.reranker.model_seconds == pytest.approx(first.reranker.last_compute_seconds)
-    assert second.reranker.last_compute_seconds == 0
-    assert second.reranker.model_seconds == pytest.approx(first.reranker.model_seconds)
-    assert after.latency_ms["rerank"] >= second.reranker.model_seconds * 1000 > 0
-    assert [h.chunk.id for h in after.hits] == [h.chunk.id for h in before.hits]
-    direct = first.reranker.loaded.model.predict([(query, hit.chunk.text) for hit in before.hits])
-    assert np.allclose([hit.stages["rerank"].score for hit in before.hits], direct, atol=1e-5)
+    assert scored.model_seconds == pytest.approx(scored.computed_seconds) and again.computed_seconds == 0
+    assert again.model_seconds == pytest.approx(scored.model_seconds)
+    after = open_pipeline(sample_store, config, progress=False).retrieve(query)
+    assert after.work["rerank_cache_hits"] == 6 and after.latency_ms["rerank"] >= scored.model_seconds * 1000 > 0
+    direct = first.reranker.loaded.model.predict([(query, text) for text in candidates])
+    assert np.allclose(scored.scores, direct, atol=1e-5)
+
+
+def test_ranking_continues_below_the_reranked_head_in_fused_order(hybrid):
+    config = RagConfig(rerank_depth=4, k=3, rerank_model=STAND_IN_RERANKER)
+    result = open_pipeline(hybrid.index.store_dir, config, progress=False).retrieve("How do I rotate an API key?")
+    fused = [hit.chunk.id for hit in result.stages["fused"]]
+    ranking = [hit.chunk.id for hit in result.ranking]
+    assert sorted(ranking[:4]) == sorted(fused[:4]) and ranking[:4] == [h.chunk.id for h in result.stages["rerank"]]
+    assert ranking[4:] == fused[4:]  # below the re-ranked head: the fused order
+    assert [hit.chunk.id for hit in result.hits] == ranking[:3]
+
+
+def test_candidates_are_reused_when_only_k_or_rerank_depth_change(sample_store):
+    query = "Which plan raises the webhook retry limit?"
+    first = open_pipeline(sample_store, RagConfig(k=3, rerank_depth=0, retrieve_depth=17), progress=False).retrieve(query)
+    second = open_pipeline(sample_store, RagConfig(k=7, rerank_depth=0, retrieve_depth=17), progress=False).retrieve(query)
+    other = open_pipeline(sample_store, RagConfig(k=7, rerank_depth=0, retrieve_depth=18), progress=False).retrieve(query)
+    assert (first.work["candidates_reused"], second.work["candidates_reused"], other.work["candidates_reused"]) == (0, 1, 0)
+    assert [h.chunk.id for h in second.ranking] == [h.chunk.id for h in first.ranking]
+    assert second.latency_ms == first.latency_ms  # the latency measured when they were computed
+
+
+def test_an_unloadable_cross_encoder_turns_reranking_off_announced_and_recorded(sample_store, tmp_path, capsys):
+    missing = str(tmp_path / "no-such-cross-encoder")
+    pipeline = open_pipeline(sample_store, RagConfig(rerank_depth=5, rerank_model=missing), progress=False)
+    result = pipeline.retrieve("How do I rotate an API key?")
+    assert "rerank" not in result.stages and "rerank" not in result.latency_ms
+    assert missing in capsys.readouterr().err
+    used = pipeline.models_used()["rerank_model_used"]
+    assert used.startswith("none (unavailable: ") and "random" not in used

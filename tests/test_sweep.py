@@ -11,10 +11,11 @@ import pytest
 import yaml
 from conftest import run_cli
 from mlflow.tracking import MlflowClient
-from sweep_fixtures import embeddings_in_cache, smoke_sweep, tiny_corpus, tracking_uri  # noqa: F401 - fixtures
+from sweep_fixtures import (embeddings_in_cache, evaluation_notebook_with, quality_metrics, smoke_sweep,  # noqa: F401
+                            tiny_corpus, tracking_uri)
 
 from rag_core.config import ConfigError
-from rag_core.sweep import load_sweep, read_recorded_result, run_sweep
+from rag_core.workbench import load_sweep, read_recorded_result, run_sweep
 
 pytestmark = pytest.mark.slow
 
@@ -108,48 +109,95 @@ def test_restarting_a_finished_sweep_executes_nothing(smoke_sweep, monkeypatch):
     assert len(again.table) == 4
 
 
-# --- failures and restarts ----------------------------------------------------------------------
-def test_a_failing_point_is_a_failed_child_run_and_a_restart_reruns_unfinished_points(  # noqa: F811
-        tiny_corpus, tmp_path, tracking_uri, monkeypatch):  # noqa: F811
-    # re-ranking needs a cross-encoder that does not exist (and no fallback): that point fails
-    sweep_file = _write_sweep(
-        tmp_path, name="failing", input=str(tiny_corpus.documents), golden=str(tiny_corpus.golden),
-        base={"mode": "bm25", "chunk_size": 40, "overlap": 8, "k": 3, "model_fallback": False,
-              "rerank_model": str(tmp_path / "no-such-cross-encoder")},
-        grid={"rerank_depth": [0, 2]},
-    )
-    spec = load_sweep(sweep_file)
+def test_points_that_differ_in_k_reuse_their_candidates(smoke_sweep):  # noqa: F811
+    work = MlflowClient(smoke_sweep.tracking_uri).get_run(smoke_sweep.result.parent_run_id).data.metrics
+    # 2 chunkings x 4 queries computed once each; the second k of each chunking reuses them (same worker)
+    assert (work["sweep/candidates_computed"], work["sweep/candidates_reused"]) == (8, 8)
+
+
+# --- warm kernels -------------------------------------------------------------------------------
+def test_a_point_in_a_warm_kernel_gives_the_metrics_of_the_point_alone(tiny_corpus, tmp_path, tracking_uri):  # noqa: F811
+    data = {"input": str(tiny_corpus.documents), "golden": str(tiny_corpus.golden)}
+    base = {"mode": "hybrid", "rerank_depth": 0, "overlap": 0}
+    warm = run_sweep(load_sweep(_write_sweep(tmp_path, name="warm", **data, base=base,
+                                             grid={"chunk_size": [20, 30], "k": [1, 3]})),
+                     tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)
+    alone = run_sweep(load_sweep(_write_sweep(tmp_path, name="alone", **data, base=base,
+                                              grid={"chunk_size": [30], "k": [3]})),
+                      tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)
+    assert warm.work["sweep/kernels_started"] == 1 and len(warm.executed) == 4  # one kernel ran every point
+    [last] = [o for o in warm.outcomes if o.point.changes == {"chunk_size": 30, "k": 3}]
+    [single] = alone.outcomes
+    assert quality_metrics(single.metrics) and quality_metrics(last.metrics) == quality_metrics(single.metrics)
+    assert last.metrics["retrieval/candidates_reused"] == 3 and single.metrics["retrieval/candidates_reused"] == 0
+
+
+def test_a_point_whose_kernel_dies_fails_and_the_next_point_gets_a_new_kernel(tiny_corpus, tmp_path,  # noqa: F811
+                                                                               tracking_uri):  # noqa: F811
+    notebook = evaluation_notebook_with("import os, signal\nif k == 2:\n    os.kill(os.getpid(), signal.SIGKILL)",
+                                        tmp_path / "dies.ipynb")
+    spec = load_sweep(_write_sweep(tmp_path, name="dies", input=str(tiny_corpus.documents),
+                                   golden=str(tiny_corpus.golden), base={"mode": "bm25", "rerank_depth": 0},
+                                   grid={"k": [2, 3]}))
+    result = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None, notebook=notebook)
+    by_k = {outcome.point.changes["k"]: outcome for outcome in result.outcomes}
+    assert by_k[2].status == "FAILED" and "DeadKernelError" in by_k[2].error
+    assert by_k[3].status == "FINISHED" and result.work["sweep/kernels_started"] == 2
+    assert MlflowClient(tracking_uri).get_run(by_k[2].run_id).info.status == "FAILED"
+
+
+def test_points_whose_cross_encoder_cannot_load_are_not_run_and_said_so(tiny_corpus, tmp_path, tracking_uri,  # noqa: F811
+                                                                       monkeypatch):
+    missing = str(tmp_path / "no-such-cross-encoder")
+    spec = load_sweep(_write_sweep(tmp_path, name="unavailable", input=str(tiny_corpus.documents),
+                                   golden=str(tiny_corpus.golden),
+                                   base={"mode": "bm25", "rerank_model": missing},
+                                   grid={"rerank_depth": [0, 2, 4]}))
     counter = PapermillCounter(monkeypatch)
     lines: list[str] = []
     result = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lines.append)
-    assert len(counter.calls) == 2
-    by_depth = {outcome.point.changes["rerank_depth"]: outcome for outcome in result.outcomes}
-    assert by_depth[0].status == "FINISHED" and by_depth[2].status == "FAILED"
-    assert "no-such-cross-encoder" in by_depth[2].error
-    assert any("FAILED" in line and "rerank_depth=2" in line for line in lines)
+    assert len(counter.calls) == 1
+    statuses = {outcome.point.changes["rerank_depth"]: outcome.status for outcome in result.outcomes}
+    assert statuses == {0: "FINISHED", 2: "UNAVAILABLE", 4: "UNAVAILABLE"}
+    [line] = [line for line in lines if "rerank_depth > 0" in line]
+    assert "2 point(s)" in line and missing in line
+    parent = MlflowClient(tracking_uri).get_run(result.parent_run_id)
+    assert missing in parent.data.tags["rag.points_unavailable"] and parent.info.status == "FINISHED"
+    assert parent.data.metrics["sweep/points_unavailable"] == 2 and len(result.table) == 1
 
+
+def test_an_interrupted_sweep_marks_the_running_point_killed_at_once(tiny_corpus, tmp_path, tracking_uri):  # noqa: F811
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    notebook = evaluation_notebook_with("import time\nif k == 2:\n    time.sleep(120)", tmp_path / "slow.ipynb")
+    sweep_file = _write_sweep(tmp_path, name="interrupted", input=str(tiny_corpus.documents),
+                              golden=str(tiny_corpus.golden), base={"mode": "bm25", "rerank_depth": 0}, grid={"k": [2]})
+    script = (f"from pathlib import Path\nfrom rag_core.workbench import load_sweep, run_sweep\n"
+              f"run_sweep(load_sweep({str(sweep_file)!r}), {str(tmp_path / 'store')!r}, tracking_uri={tracking_uri!r}, "
+              f"notebook=Path({str(notebook)!r}))\n")
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     client = MlflowClient(tracking_uri)
-    failed = client.get_run(by_depth[2].run_id)
-    assert failed.info.status == "FAILED" and "no-such-cross-encoder" in failed.data.tags["rag.error"]
-    [notebook] = client.list_artifacts(failed.info.run_id, "notebook")  # the partially executed notebook
-    assert notebook.path.endswith(".ipynb")
-    with pytest.raises(RuntimeError, match="recorded no result"):
-        read_recorded_result(by_depth[2].notebook)
-    assert client.get_run(by_depth[0].run_id).info.status == "FINISHED"
-    assert client.get_run(result.parent_run_id).info.status == "FAILED"
-    assert list(result.table["status"]) == ["FINISHED", "FAILED"] and result.table["rank"].iloc[0] == 1
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None and not _running_points(client):
+            time.sleep(0.5)
+        time.sleep(2)  # the point's notebook is starting or executing
+        os.kill(process.pid, signal.SIGINT)
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+    [child] = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.`rag.kind` = 'sweep-point'")
+    [parent] = client.search_runs([child.info.experiment_id], "tags.`rag.kind` = 'sweep'")
+    assert (child.info.status, parent.info.status) == ("KILLED", "KILLED")
 
-    # as if the sweep had then been killed while the first point ran again: its run is left RUNNING
-    client.update_run(by_depth[0].run_id, status="RUNNING")
-    counter.calls.clear()
-    again = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lines.append)
-    # both unfinished points run again (the finished-point skip is checked on the smoke sweep), same parent
-    assert sorted(counter.calls) == sorted(str(outcome.notebook) for outcome in result.outcomes)
-    assert again.parent_run_id == result.parent_run_id and again.resumed
-    assert client.get_run(by_depth[0].run_id).info.status == "KILLED"
-    assert {o.point.changes["rerank_depth"]: o.status for o in again.outcomes} == {0: "FINISHED", 2: "FAILED"}
-    assert len(again.table) == 2  # one row per point: the killed and the earlier failed runs are superseded
-    assert set(again.table["run_id"]) == {outcome.run_id for outcome in again.outcomes}
+
+def _running_points(client) -> list:
+    experiments = [experiment.experiment_id for experiment in client.search_experiments()]
+    return client.search_runs(experiments, "tags.`rag.kind` = 'sweep-point' and attributes.status = 'RUNNING'") if experiments else []
 
 
 # --- sweep files --------------------------------------------------------------------------------

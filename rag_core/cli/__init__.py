@@ -160,9 +160,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    from rag_core.sweep import run_sweep_command
+    from rag_core.cli.sweep import run_sweep_command
 
-    return run_sweep_command(args, config_from_args(args), store_from_args(args))
+    config_from_args(args)  # settings errors, before anything runs
+    return run_sweep_command(args, store_from_args(args))
 
 
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {

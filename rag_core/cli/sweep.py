@@ -1,0 +1,64 @@
+"""``rag-pipeline sweep FILE``: run a sweep and print its comparison table (or JSON).
+
+Left out: the sweep itself (``rag_core.workbench``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from rag_core.config import setting_names
+from rag_core.workbench import SweepResult, load_sweep, run_sweep
+
+
+def format_result(result: SweepResult) -> str:
+    """The comparison table (best first), what was not run and why, and where things are."""
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 40):
+        table = result.table.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+    work = result.work
+    lines = [
+        f"Sweep {result.name!r}: best first by {result.primary_metric}",
+        table,
+        "",
+        f"Work: {int(work['sweep/points'])} points, {int(work['sweep/distinct_chunkings'])} distinct chunkings, "
+        f"{int(work['sweep/dense_indexes_built'])} dense indexes built, {int(work['sweep/chunks_embedded'])} chunks "
+        f"embedded ({int(work['sweep/embed_cache_hits'])} from cache), {int(work['sweep/candidates_reused'])} "
+        f"query candidate lists reused ({int(work['sweep/candidates_computed'])} computed), "
+        f"{int(work['sweep/rerank_pairs_scored'])} cross-encoder pairs scored "
+        f"({int(work['sweep/rerank_cache_hits'])} from cache); {work['sweep/wall_seconds']:.0f} s",
+        f"MLflow: experiment {result.experiment!r}, parent run {result.parent_run_id} ({result.tracking_uri})",
+        f"Executed notebooks: {result.output_dir}",
+    ]
+    if result.unavailable:
+        lines.append(f"Not run: {result.unavailable}")
+    if result.failed:
+        lines.append(f"{len(result.failed)} point(s) FAILED: " + "; ".join(
+            f"{outcome.point.label}: {(outcome.error or '').splitlines()[0][:150]}" for outcome in result.failed)
+            + ". Run the sweep again to retry them.")
+    return "\n".join(lines)
+
+
+def run_sweep_command(args: argparse.Namespace, store_dir: Path) -> int:
+    """0 when every point that could run finished, 1 when some failed. The sweep file's base sits
+    between ``--config`` and the setting flags."""
+    flags = {name: getattr(args, name) for name in setting_names() if getattr(args, name, None) is not None}
+    spec = load_sweep(args.file, config_file=args.config, overrides=flags)
+    echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
+    result = run_sweep(spec, store_dir, workers=args.workers, output_dir=args.output, echo=echo)
+    if args.json:
+        print(json.dumps({
+            "name": result.name, "experiment": result.experiment, "parent_run_id": result.parent_run_id,
+            "tracking_uri": result.tracking_uri, "primary_metric": result.primary_metric, "work": result.work,
+            "unavailable": result.unavailable,
+            "points": [{"label": o.point.label, "settings": o.point.changes, "status": o.status, "run_id": o.run_id,
+                        "error": o.error} for o in result.outcomes],
+            "table": json.loads(result.table.to_json(orient="records")),
+        }, indent=2, default=str))
+    else:
+        print("\n" + format_result(result))
+    return 1 if result.failed else 0

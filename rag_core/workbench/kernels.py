@@ -1,0 +1,93 @@
+"""Warm Jupyter kernels: papermill executes notebook after notebook in one kernel that stays alive.
+
+Starting a kernel, importing torch, chromadb and mlflow, loading the models and compiling ranx's numba
+code costs seconds; a sweep point's own work is often less. ``WarmKernel`` keeps one kernel per sweep
+worker and hands it to papermill (through the ``rag-warm`` engine: papermill's nbclient engine, given
+an existing kernel manager, which it then leaves running), so those costs are paid once per worker.
+
+Points stay independent: the evaluation notebook's parameters cell sets every setting and input, and
+what a kernel keeps between points (loaded models, compiled code, retrieval candidates keyed by their
+settings) changes no result. A kernel that dies is replaced before the next notebook.
+Left out: kernels on other machines (the Ray executor's job) and languages other than Python.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Mapping
+
+from papermill.clientwrap import PapermillNotebookClient
+from papermill.engines import NBClientEngine, papermill_engines
+
+ENGINE_NAME = "rag-warm"
+KERNEL_NAME = "python3"
+# the local kernel's "running over TCP without encryption" warning, once per kernel
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+log = logging.getLogger("papermill")
+
+
+class WarmKernelEngine(NBClientEngine):
+    """nbclient's engine, executing in the kernel manager ``km`` it is given and leaving it running."""
+
+    @classmethod
+    def execute_managed_notebook(cls, nb_man, kernel_name, km=None, start_timeout=60, execution_timeout=None,
+                                 log_output=False, stdout_file=None, stderr_file=None, **kwargs):
+        client = PapermillNotebookClient(
+            nb_man, km=km, kernel_name=kernel_name, timeout=execution_timeout, startup_timeout=start_timeout,
+            log=log, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
+            extra_arguments=KERNEL_ARGUMENTS,
+        )
+        try:
+            return client.execute()
+        finally:
+            if client.kc is not None:  # the kernel stays; this client's channels do not
+                client.kc.stop_channels()
+
+
+papermill_engines.register(ENGINE_NAME, WarmKernelEngine)
+
+
+class WarmKernel:
+    """One Jupyter kernel that executes notebooks one after another; started on first use."""
+
+    def __init__(self) -> None:
+        self._manager: Any = None  # jupyter_client AsyncKernelManager
+        self.started = 0  # kernels started so far (1 unless one died)
+        self.executed = 0  # notebooks executed
+
+    def execute(self, notebook: Path, output: Path, parameters: Mapping[str, Any], cwd: Path) -> None:
+        """Execute `notebook` with `parameters` into `output` (papermill errors propagate)."""
+        import papermill
+
+        if self._manager is None or not self.alive():
+            self._replace()
+        self.executed += 1
+        papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), progress_bar=False,
+                                   cwd=str(cwd), kernel_name=KERNEL_NAME, engine_name=ENGINE_NAME,
+                                   km=self._manager)
+
+    def alive(self) -> bool:
+        from jupyter_core.utils import run_sync
+
+        return self._manager is not None and self._manager.has_kernel and run_sync(self._manager.is_alive)()
+
+    def shutdown(self) -> None:
+        from jupyter_core.utils import run_sync
+
+        if self._manager is None:
+            return
+        try:
+            if self._manager.has_kernel:
+                run_sync(self._manager.shutdown_kernel)(now=True)
+        except Exception:  # noqa: BLE001 - a kernel that died cannot be shut down; it is gone either way
+            log.debug("kernel shutdown failed", exc_info=True)
+        finally:
+            self._manager = None
+
+    def _replace(self) -> None:
+        from jupyter_client.manager import AsyncKernelManager
+
+        self.shutdown()
+        self._manager = AsyncKernelManager(kernel_name=KERNEL_NAME)  # nbclient starts it on first execution
+        self.started += 1

@@ -1,0 +1,307 @@
+"""Running a sweep: every point of a sweep file, each executed by papermill in a warm kernel and logged
+as an MLflow child run under one parent run.
+
+Shared work: the store (``rag_core.index``) chunks and embeds each distinct (corpus, chunking, model)
+once and the SQLite cache keeps embeddings and cross-encoder scores; each worker's kernel keeps the
+models, compiled metric code and retrieval candidates, so points that differ only in ``k`` or
+``rerank_depth`` retrieve nothing again. With ``workers > 1`` every distinct chunking is built first,
+serially, in this process; then points run in parallel (a thread and a kernel per worker), never two
+at once that would score the same cross-encoder pairs. The work is counted on the parent run
+(``sweep/*`` metrics: points, chunkings, dense indexes built, chunks embedded, candidates reused,
+cross-encoder pairs scored vs cache hits).
+
+Models: when the configured cross-encoder cannot be loaded, the points with ``rerank_depth > 0`` are
+not run (status UNAVAILABLE), said in one line and on the parent run (``rag.points_unavailable``).
+
+Restart: the parent run is found again by ``rag.sweep_hash`` (the resolved sweep: data, base
+settings and grid), and points whose child run FINISHED with the same ``rag.point_hash`` (settings +
+corpus and golden-set fingerprints) are skipped; so running a finished sweep again only prints its
+table (change its name, or delete its parent run, to run it afresh). A failing point becomes a
+FAILED child run (``rag.error`` tag, partial notebook) and the sweep goes on; a point whose kernel
+dies likewise, and its worker gets a new kernel. Interrupted (Ctrl-C), the running points and the
+parent run are marked KILLED at once.
+Left out: reading the sweep file (``sweep_file``), one point's execution (``points``), terminal output
+(``rag_core.cli``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import tempfile
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from rag_core.config import ConfigError
+from rag_core.evaluate import golden_fingerprint
+from rag_core.evaluate_cli import EvalInputs, load_eval_inputs
+from rag_core.tracking import TAG_PREFIX, Tracker, git_tags, run_metrics
+from rag_core.workbench.kernels import WarmKernel
+from rag_core.workbench.points import KIND_TAG, NOTEBOOK, POINT_HASH_TAG, SWEEP_HASH_TAG, PointJob, PointOutcome, run_point
+from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
+
+TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
+UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
+
+
+@dataclass
+class SweepResult:
+    name: str
+    experiment: str
+    parent_run_id: str
+    resumed: bool  # an earlier parent run of this sweep was picked up again
+    outcomes: list[PointOutcome]
+    skipped_invalid: list[str]
+    unavailable: str | None  # why points were not run (their model cannot be loaded), or None
+    work: dict[str, float]  # the sweep/* metrics logged on the parent
+    table: Any  # pandas.DataFrame: the comparison, best first
+    primary_metric: str
+    output_dir: Path
+    tracking_uri: str
+
+    @property
+    def executed(self) -> list[PointOutcome]:
+        return [outcome for outcome in self.outcomes if outcome.status in ("FINISHED", "FAILED")]
+
+    @property
+    def failed(self) -> list[PointOutcome]:
+        return [outcome for outcome in self.outcomes if outcome.status == "FAILED"]
+
+
+def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, output_dir: str | Path | None = None,
+              tracking_uri: str | None = None, echo: Callable[[str], None] = print,
+              notebook: Path = NOTEBOOK) -> SweepResult:
+    """Run every point of `spec` not finished before; return the outcomes and the comparison table."""
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, got {workers}")
+    started = time.perf_counter()
+    store_dir = Path(store_dir).resolve()
+    tracker = Tracker.at(tracking_uri)
+    output_dir = Path(output_dir) if output_dir else spec.path.resolve().parent / "runs" / spec.name
+    output_dir.mkdir(parents=True, exist_ok=True)
+    points, skipped_invalid = spec.points()
+    for message in skipped_invalid:
+        echo(message)
+    inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,
+                              store_dir=store_dir, max_queries=spec.max_queries)
+    experiment = spec.experiment or inputs.experiment
+    data_key = {**spec.data_identity(), "corpus": inputs.corpus.fingerprint, "golden": golden_fingerprint(inputs.queries)}
+    point_hashes = {point.number: digest({"settings": point.config.as_params(), "data": data_key}) for point in points}
+
+    parent_id, resumed = _parent_run(tracker, experiment, spec, inputs, len(points))
+    finished = _finished_points(tracker, experiment, parent_id)
+    todo = [point for point in points if point_hashes[point.number] not in finished]
+    outcomes = [PointOutcome(point, "SKIPPED", finished[point_hashes[point.number]]) for point in points if point not in todo]
+    unavailable, todo = _without_unavailable_models(todo)
+    if unavailable:
+        outcomes += [PointOutcome(point, "UNAVAILABLE", None, error=reason) for point, reason in unavailable]
+        line = _unavailable_line(unavailable)
+        echo(line)
+        tracker.client.set_tag(parent_id, UNAVAILABLE_TAG, line[:5000])
+    distinct = len({point.build_key[:3] for point in points})
+    echo(f"Sweep {spec.name!r}: {len(points)} points ({distinct} distinct chunkings), "
+         f"{len(points) - len(todo) - len(unavailable)} already finished, {len(todo)} to run with {workers} "
+         f"worker(s){' (resuming run ' + parent_id + ')' if resumed else ''}; experiment {experiment!r}")
+
+    prebuild: dict[str, float] = {}
+    if workers > 1 and todo:
+        prebuild = _prebuild(todo, inputs, store_dir, echo)
+
+    job = PointJob(spec, experiment, parent_id, store_dir, output_dir, tracker, notebook)
+    counter = itertools.count(len(outcomes) + 1)
+    lock = threading.Lock()
+    running: set[str] = set()  # child run ids whose notebook is executing
+    all_kernels: list[WarmKernel] = []
+    local = threading.local()  # each worker thread keeps its own kernel
+
+    def run_one(point: SweepPoint) -> PointOutcome:
+        if not hasattr(local, "kernel"):
+            local.kernel = WarmKernel()
+            with lock:
+                all_kernels.append(local.kernel)
+        outcome = run_point(point, point_hashes[point.number], job, local.kernel, running)
+        with lock:
+            echo(progress_line(next(counter), len(points), outcome, spec.primary_metric))
+        return outcome
+
+    try:
+        outcomes += list(_execute(todo, workers, run_one))
+    except KeyboardInterrupt:
+        for run_id in list(running):
+            tracker.finish(run_id, "KILLED")
+        tracker.finish(parent_id, "KILLED")
+        raise
+    finally:
+        for kernel in all_kernels:
+            kernel.shutdown()
+    work = _log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
+                               sum(kernel.started for kernel in all_kernels), time.perf_counter() - started)
+    from rag_core.compare import comparison_table, load_runs
+
+    table = comparison_table(load_runs(experiment, parent_run_id=parent_id, tracking_uri=tracker.uri, statuses=None),
+                             spec.primary_metric, list(spec.grid), TABLE_METRICS)
+    with tempfile.TemporaryDirectory(prefix="rag-sweep-") as temp:
+        folder = Path(temp)
+        table.to_csv(folder / "comparison.csv", index=False)
+        tracker.log_artifacts(parent_id, [folder / "comparison.csv", spec.path])
+    any_failed = any(outcome.status == "FAILED" for outcome in outcomes)
+    tracker.finish(parent_id, "FAILED" if any_failed else "FINISHED")
+    outcomes.sort(key=lambda outcome: points.index(outcome.point))
+    return SweepResult(spec.name, experiment, parent_id, resumed, outcomes, skipped_invalid,
+                       _unavailable_line(unavailable) if unavailable else None, work, table, spec.primary_metric,
+                       output_dir, tracker.uri)
+
+
+def _without_unavailable_models(points: list[SweepPoint]) -> tuple[list[tuple[SweepPoint, str]], list[SweepPoint]]:
+    """((point, why) for the points whose cross-encoder cannot be loaded, the points that can run)."""
+    from rag_core.rerank import Reranker
+
+    models = {point.config.rerank_model for point in points if point.config.rerank_depth > 0}
+    errors = {name: error for name in models if (error := Reranker(name).unavailable()) is not None}
+    unavailable = [(point, f"cross-encoder {point.config.rerank_model!r} cannot be loaded "
+                           f"({errors[point.config.rerank_model].reason})")
+                   for point in points if point.config.rerank_depth > 0 and point.config.rerank_model in errors]
+    skipped = {point.number for point, _ in unavailable}
+    return unavailable, [point for point in points if point.number not in skipped]
+
+
+def _unavailable_line(unavailable: list[tuple[SweepPoint, str]]) -> str:
+    reasons = "; ".join(dict.fromkeys(reason for _, reason in unavailable))
+    return (f"not running {len(unavailable)} point(s) with rerank_depth > 0: {reasons}. Set RAG_RERANK_MODEL to a "
+            f"local cross-encoder directory to run them.")
+
+
+def _execute(points: list[SweepPoint], workers: int, run_one: Callable[[SweepPoint], PointOutcome]) -> Iterator[PointOutcome]:
+    """Run points in order. With several workers, groups of points that share their candidates run
+    in parallel, each group on one worker (so its kernel reuses the candidates), but never two groups
+    at once that would score the same cross-encoder pairs (the second finds the first's in the cache)."""
+    if workers == 1:
+        yield from map(run_one, points)
+        return
+    groups: dict[tuple, list[SweepPoint]] = {}
+    for point in points:
+        groups.setdefault(point.candidates_key, []).append(point)
+    pending, running, busy = list(groups.values()), {}, set()
+
+    def rerank_keys(group: list[SweepPoint]) -> set:
+        return {point.rerank_key for point in group} - {None}
+
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        while pending or running:
+            while len(running) < workers:
+                ready = next((group for group in pending if not rerank_keys(group) & busy), None)
+                if ready is None:
+                    break
+                pending.remove(ready)
+                busy |= rerank_keys(ready)
+                running[pool.submit(lambda group: [run_one(point) for point in group], ready)] = ready
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                busy -= rerank_keys(running.pop(future))
+                yield from future.result()
+
+
+def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, echo: Callable[[str], None]) -> dict[str, float]:
+    """Chunk, embed and index every distinct build of `points`, one after another, before points
+    run in parallel: two parallel points then never embed the same chunking."""
+    from rag_core.pipeline import Pipeline
+
+    totals = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0, "seconds": 0.0}
+    builds = {point.build_key: point.config for point in points}
+    echo(f"Building indexes for {len(builds)} distinct chunking/model combinations first ...")
+    for config in builds.values():
+        started = time.perf_counter()
+        stats = Pipeline(config, inputs.corpus, store_dir).build()
+        totals["dense_indexes_built"] += float(stats.embedded + stats.embed_cache_hits > 0)
+        totals["chunkings_built"] += stats.chunkings_built
+        totals["embedded"] += stats.embedded
+        totals["embed_cache_hits"] += stats.embed_cache_hits
+        totals["seconds"] += time.perf_counter() - started
+    return totals
+
+
+# --- MLflow: parent run, finished points, summary ------------------------------------------------
+def _parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: EvalInputs, n_points: int) -> tuple[str, bool]:
+    """(run id, resumed): the latest parent run of this sweep (interrupted, failed or finished: its
+    finished points are kept), or a new one."""
+    earlier = tracker.runs(experiment, f"tags.`{SWEEP_HASH_TAG}` = '{spec.hash}' and tags.`{KIND_TAG}` = 'sweep'",
+                           ["attributes.start_time DESC"])
+    if earlier:
+        run_id = earlier[0].info.run_id
+        tracker.client.update_run(run_id, status="RUNNING")
+        return run_id, True
+    tags = {SWEEP_HASH_TAG: spec.hash, KIND_TAG: "sweep", TAG_PREFIX + "corpus_fingerprint": inputs.corpus.fingerprint,
+            TAG_PREFIX + "golden_fingerprint": golden_fingerprint(inputs.queries), **git_tags()}
+    run_id = tracker.start_run(experiment, spec.name, tags=tags)
+    params = {**{f"base.{key}": value for key, value in spec.base.items()},
+              **{f"grid.{key}": [str(v) for v in values] for key, values in spec.grid.items()},
+              "sweep_file": str(spec.path), "primary_metric": spec.primary_metric, "points": n_points,
+              **{key: value for key, value in spec.data_identity().items() if value is not None}}
+    tracker.log(run_id, params=params)
+    return run_id, False
+
+
+def _finished_points(tracker: Tracker, experiment: str, parent_id: str) -> dict[str, str]:
+    """point hash -> run id of its FINISHED child run; children left RUNNING by an interruption are
+    marked KILLED (their points run again)."""
+    finished = {}
+    for run in tracker.child_runs(experiment, parent_id):
+        point_hash = run.data.tags.get(POINT_HASH_TAG)
+        if run.info.status == "FINISHED" and point_hash:
+            finished[point_hash] = run.info.run_id
+        elif run.info.status == "RUNNING":
+            tracker.finish(run.info.run_id, "KILLED")
+    return finished
+
+
+def _log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points: list[SweepPoint],
+                        skipped_invalid: list[str], points_unavailable: int, prebuild: Mapping[str, float],
+                        kernels_started: int, wall_seconds: float) -> dict[str, float]:
+    """The work of the whole sweep, summed over its finished child runs (all attempts) + the prebuild."""
+    children = tracker.child_runs(experiment, parent_id)
+    done = [run_metrics(run) for run in children if run.info.status == "FINISHED"]
+    previous = tracker.client.get_run(parent_id).data.metrics  # prebuild work of earlier attempts
+
+    def total(name: str) -> float:
+        return sum(metrics.get(name, 0.0) for metrics in done)
+
+    def prebuilt(name: str) -> float:
+        return prebuild.get(name, 0.0) + previous.get(f"sweep/prebuild_{name}", 0.0)
+
+    work = {
+        "sweep/points": float(len(points)),
+        "sweep/points_invalid": float(len(skipped_invalid)),
+        "sweep/points_unavailable": float(points_unavailable),
+        "sweep/points_finished": float(len({run.data.tags.get(POINT_HASH_TAG) for run in children
+                                            if run.info.status == "FINISHED"})),
+        "sweep/points_failed": float(sum(run.info.status == "FAILED" for run in children)),
+        "sweep/distinct_chunkings": float(len({point.build_key[:3] for point in points})),
+        "sweep/chunkings_built": total("index/chunkings_built") + prebuilt("chunkings_built"),
+        "sweep/dense_indexes_built": sum(float(m.get("index/embedded", 0) + m.get("index/embed_cache_hits", 0) > 0)
+                                         for m in done) + prebuilt("dense_indexes_built"),
+        "sweep/chunks_embedded": total("index/embedded") + prebuilt("embedded"),
+        "sweep/embed_cache_hits": total("index/embed_cache_hits") + prebuilt("embed_cache_hits"),
+        "sweep/candidates_reused": total("retrieval/candidates_reused"),
+        "sweep/candidates_computed": total("retrieval/candidates_computed"),
+        "sweep/rerank_pairs_scored": total("rerank/pairs_scored"),
+        "sweep/rerank_cache_hits": total("rerank/cache_hits"),
+        "sweep/notebook_seconds": total("timing/notebook_seconds"),
+        "sweep/kernels_started": float(kernels_started),
+        "sweep/wall_seconds": wall_seconds,
+    }
+    work.update({f"sweep/prebuild_{name}": prebuilt(name) for name in ("chunkings_built", "dense_indexes_built",
+                                                                       "embedded", "embed_cache_hits")})
+    tracker.log(parent_id, metrics=work)
+    return work
+
+
+def progress_line(position: int, total: int, outcome: PointOutcome, primary_metric: str) -> str:
+    head = f"[{position}/{total}] {outcome.point.label}"
+    if outcome.status == "FAILED":
+        return f"{head}: FAILED ({outcome.error.splitlines()[0][:200] if outcome.error else ''}) [{outcome.seconds:.1f} s]"
+    value = outcome.metrics.get(primary_metric)
+    shown = f"{primary_metric} {value:.3f}" if value is not None else "done"
+    return f"{head}: {shown} [{outcome.seconds:.1f} s]"

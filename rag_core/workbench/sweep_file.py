@@ -1,0 +1,183 @@
+"""Sweep files: a grid of settings over one corpus and golden set, read and checked before anything runs.
+
+A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
+
+    name: grid                            # the parent run's name; notebooks go to <file dir>/runs/<name>/
+    input: ../data/documents              # or  beir: DIR  (and split: test)
+    golden: ../data/golden/golden.jsonl
+    max_queries: 10                       # optional: the first N queries only
+    experiment: my experiment             # optional: default "<corpus> | <golden set>"
+    primary_metric: page/ndcg@10          # optional: ranks the comparison table (best first)
+    base: {mode: hybrid}                  # settings of every point
+    grid: {chunk_size: [256, 512], k: [5, 10]}   # the cartesian product is run
+
+Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, setting flags, grid values.
+Unknown keys and settings are errors naming the key; a point whose combination is invalid
+(``overlap >= chunk_size``) is skipped with a message. Points are ordered so that those sharing a
+chunking run one after another (their index and retrieval candidates are shared).
+Left out: random or Bayesian search.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_mapping, read_yaml_settings, setting_names
+from rag_core.metrics import metric_names
+from rag_core.relevance import LEVELS
+
+SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
+              "primary_metric", "base", "grid")
+DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # page level: comparable across chunk sizes; nDCG: rewards order
+
+
+# --- the sweep file -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class SweepPoint:
+    number: int  # 1-based, in grid order
+    changes: dict[str, Any]  # setting -> the grid value of this point
+    config: RagConfig
+
+    @property
+    def label(self) -> str:
+        return " ".join(f"{key}={value}" for key, value in self.changes.items()) or "base"
+
+    @property
+    def file_stem(self) -> str:
+        safe = "".join(c if c.isalnum() or c in "=.-" else "_" for c in self.label.replace(" ", "_"))
+        return f"{self.number:02d}-{safe}"[:120]
+
+    @property
+    def build_key(self) -> tuple:
+        """What the store builds for this point: chunking, dense model, BM25 settings."""
+        cfg = self.config
+        dense = cfg.embed_model if cfg.mode in ("dense", "hybrid") else None
+        bm25 = (cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b) if cfg.mode in ("bm25", "hybrid") else None
+        return (cfg.chunk_size, cfg.overlap, cfg.per_page, dense, bm25)
+
+    @property
+    def candidates_key(self) -> tuple:
+        """Points with the same key retrieve the same candidates (they differ in k, re-ranking or
+        metrics only): one worker runs them one after another and reuses the candidates."""
+        cfg = self.config
+        return self.build_key + (cfg.mode, cfg.retrieve_depth, cfg.rrf_k)
+
+    @property
+    def rerank_key(self) -> tuple | None:
+        """Points with the same key score the same cross-encoder pairs: never run two at once."""
+        cfg = self.config
+        return (cfg.chunk_size, cfg.overlap, cfg.per_page, cfg.rerank_model) if cfg.rerank_depth > 0 else None
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    name: str
+    path: Path
+    input_dir: Path | None
+    golden: Path | None
+    beir: Path | None
+    split: str
+    max_queries: int | None
+    experiment: str | None
+    primary_metric: str
+    base: dict[str, Any]  # the settings every point starts from (config file, base, flags), not yet checked
+    grid: dict[str, tuple]  # setting -> values, in file order
+
+    @functools.cached_property
+    def _points(self) -> tuple[list[SweepPoint], list[str]]:
+        points, skipped = [], []
+        keys = list(self.grid)
+        for number, values in enumerate(itertools.product(*self.grid.values()), start=1):
+            changes = dict(zip(keys, values))
+            try:
+                config = load_config(None, {**self.base, **changes})
+            except ConfigError as exc:
+                label = " ".join(f"{key}={value}" for key, value in changes.items()) or "base"
+                skipped.append(f"skipping point {number} ({label}): {exc}")
+                continue
+            points.append(SweepPoint(number, changes, config))
+        if not points:
+            raise ConfigError(f"{self.path}: no valid point in the grid ({skipped[0] if skipped else 'empty'})")
+        # stable: grid order within a chunking, and points sharing candidates next to each other
+        points.sort(key=lambda point: point.build_key[:3] + (str(point.candidates_key[3:]),))
+        return points, skipped
+
+    def points(self) -> tuple[list[SweepPoint], list[str]]:
+        """(valid points, ordered so that those sharing a chunking are consecutive; one message per
+        skipped invalid point). Settings come from defaults < environment (models) < base < grid."""
+        points, skipped = self._points
+        return list(points), list(skipped)
+
+    @functools.cached_property
+    def hash(self) -> str:
+        """Identifies the sweep's runs: its name, data and the resolved settings of every point (not
+        the file's formatting)."""
+        settings = sorted(json.dumps(point.config.as_params(), sort_keys=True) for point in self._points[0])
+        return digest({"name": self.name, "data": self.data_identity(), "points": settings})
+
+    def data_identity(self) -> dict[str, Any]:
+        return {"input": path_str(self.input_dir), "golden": path_str(self.golden), "beir": path_str(self.beir),
+                "split": self.split, "max_queries": self.max_queries}
+
+
+def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
+               overrides: Mapping[str, Any] | None = None) -> SweepSpec:
+    """Read and check a sweep file. `config_file` and `overrides` (CLI setting flags) set the base,
+    around the file's own ``base`` (defaults < config_file < base < overrides < grid values)."""
+    path = Path(path)
+    data = read_yaml_mapping(path, "name, input, golden, base, grid, ...")
+    unknown = [key for key in data if key not in SWEEP_KEYS]
+    if unknown:
+        raise ConfigError(f"unknown key {unknown[0]!r} in {path}; sweep files take {', '.join(SWEEP_KEYS)}")
+    for section in ("base", "grid"):
+        if not isinstance(data.get(section) or {}, dict):
+            raise ConfigError(f"{path}: {section!r} must be a mapping of setting: value")
+        unknown = [key for key in data.get(section) or {} if key not in setting_names()]
+        if unknown:
+            raise ConfigError(f"unknown setting {unknown[0]!r} in {path} {section}; "
+                              f"valid settings: {', '.join(sorted(setting_names()))}")
+
+    base = read_yaml_settings(config_file) if config_file else {}
+    base.update(data.get("base") or {})
+    base.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    grid: dict[str, tuple] = {}
+    for key, values in (data.get("grid") or {}).items():
+        if not isinstance(values, list) or not values:
+            raise ConfigError(f"{path}: grid.{key} must be a non-empty list of values")
+        grid[key] = tuple(values)
+
+    folder = path.resolve().parent
+    resolve = lambda value: (folder / str(value)).resolve() if value is not None else None  # noqa: E731
+    if data.get("beir") is not None and (data.get("input") is not None or data.get("golden") is not None):
+        raise ConfigError(f"{path}: 'beir' brings its own corpus and queries; leave out 'input' and 'golden'")
+    if data.get("beir") is None and (data.get("golden") is None or data.get("input") is None):
+        raise ConfigError(f"{path}: give 'input' (a folder of documents) and 'golden' (a golden set), or 'beir'")
+    max_queries = data.get("max_queries")
+    if max_queries is not None and (isinstance(max_queries, bool) or not isinstance(max_queries, int) or max_queries < 1):
+        raise ConfigError(f"{path}: max_queries must be a positive integer")
+    spec = SweepSpec(
+        name=str(data.get("name") or path.stem), path=path, input_dir=resolve(data.get("input")),
+        golden=resolve(data.get("golden")), beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
+        max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
+        primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,
+    )
+    points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
+    quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(points[0].config.metrics_k)}
+    if spec.primary_metric not in quality:
+        raise ConfigError(f"{path}: primary_metric {spec.primary_metric!r} is not a retrieval metric; "
+                          f"choose one of {', '.join(sorted(quality))}")
+    return spec
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def path_str(path: Path | None) -> str | None:
+    return str(path) if path is not None else None
