@@ -24,6 +24,7 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
+	$(BIN)/python -c "from rag_core.metrics import warm_up; warm_up()"  # compiles ranx's numba code once (~40 s)
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -37,7 +38,7 @@ sample-corpus: $(STAMP)
 
 lab: $(STAMP)
 	$(BIN)/python -m pip install --quiet -e ".[notebook]"
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)  # jupyter refuses root without it
 
 mlflow-ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root ./mlruns/artifacts --host 127.0.0.1 --port 5000

@@ -4,13 +4,12 @@
 2. answer three sample questions with ``[Source: document, page N]`` citations (Claude or OpenAI
    with an API key; extractive, and labelled so, without one);
 3. run the sweep of ``experiments/grid.yaml`` (24 points; papermill executes the evaluation notebook
-   once per point, each point one MLflow run) and print the comparison table, best first;
+   once per point in a warm kernel, each point one MLflow run) and print the comparison table, best
+   first, and what was not run and why (offline, the re-ranked points: no cross-encoder can be loaded);
 4. say how to open the MLflow UI and where the executed notebooks are.
 
-Measured on 2 CPU cores with a fresh store: about 14 minutes, 13 of them the sweep (the cross-encoder
-scoring 6 chunkings x 36 queries x 20 pairs is most of it). ``--sweep experiments/demo.yaml`` runs
-a 6-point subset in about 5 minutes. Everything is cached in the store, so a second run is quick (a
-finished sweep is not run again).
+Everything is cached in the store, so a second run is quick (a finished sweep is not run again).
+Left out: generating answers for the sweep's queries (``rag-pipeline eval --judge`` does that).
 """
 
 from __future__ import annotations
@@ -62,16 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         print(_shortened(format_answer(answer_query(question, store, config))))
 
     from rag_core.cli.sweep import format_result
-from rag_core.workbench import load_sweep, run_sweep
+    from rag_core.workbench import load_sweep, run_sweep
 
     spec = load_sweep(args.sweep)
     _heading(f"3. Sweep {spec.name!r} ({Path(args.sweep).name}): papermill runs notebooks/02-evaluate.ipynb "
              f"once per point, each point one MLflow run")
     result = run_sweep(spec, store, workers=args.workers)
     print("\n" + format_result(result))
-    if _offline_reranker(result):
-        print("\nnote: offline, the re-ranker is a stand-in with a random head: the quality of re-ranked points "
-              "means nothing here. Set RAG_RERANK_MODEL to a local cross-encoder for real numbers.")
 
     _heading("4. Where to look")
     uri = result.tracking_uri
@@ -95,14 +91,6 @@ def _shortened(text: str, max_lines: int = 25) -> str:
     kept = min(max_lines, sources)
     return "\n".join([*lines[:kept], f"[... {sources - kept} more lines: rag-pipeline query \"...\" shows them all]",
                       "", *lines[sources:]])
-
-
-def _offline_reranker(result) -> bool:
-    from rag_core.tracking import Tracker
-
-    tracker = Tracker.at(result.tracking_uri)
-    return any("random seeded head" in run.data.params.get("rerank_model_used", "")
-               for run in tracker.child_runs(result.experiment, result.parent_run_id))
 
 
 def _heading(text: str) -> None:

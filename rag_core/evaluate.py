@@ -98,6 +98,7 @@ def evaluate_config(
     if "rerank" in latency:
         metrics["rerank/pairs_scored"] = float(work["rerank_pairs_scored"])
         metrics["rerank/cache_hits"] = float(work["rerank_cache_hits"])
+        metrics["rerank/model_seconds"] = sum(latency["rerank"]) / 1000  # the model's time, cached scores included
 
     rows = [trace_row(query, retrievals[query.id], qrels["chunk"][query.id], result.per_query[query.id])
             for query in queries]

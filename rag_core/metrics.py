@@ -1,18 +1,23 @@
-"""Retrieval metrics through ``ranx``, at chunk, page and document level, plus latency percentiles.
+"""Retrieval metrics at chunk, page and document level, plus latency percentiles.
 
 Metric names are flat, as logged to MLflow: ``chunk/recall@5``, ``page/ndcg@10``, ``doc/hit_rate@5``,
-``doc/mrr``, ``latency/rerank_p95_ms``. Relevance is binary, so ranx's nDCG (Burges gain
-``2^rel - 1``) equals the Järvelin form. MRR looks at the whole ranked list it is given.
+``doc/mrr``, ``latency/rerank_p95_ms``. Relevance is binary (nDCG as in Järvelin & Kekäläinen,
+"Cumulated gain-based evaluation of IR techniques", 2002). MRR looks at the whole ranked list it is given.
 
-Every query of the qrels counts in every average. ranx cannot score a query with nothing
-retrieved or nothing relevant (its ``Run``/``Qrels`` drop or reject them), so such queries are scored
-0 here, explicitly, instead of being skipped. Building qrels from evidence is ``rag_core.relevance``;
-logging is the tracking module's job.
+The definitions are ranx's (``ranx.evaluate`` with ``recall@k``, ``ndcg@k``, ``hit_rate@k``, ``mrr``),
+and the tests check every value against ranx on random rankings. They are computed here, in a few
+lines of Python, because ranx compiles numba code in every new process (3-6 s, 40 s in a new
+environment): more than a whole ``eval`` of a BM25 run. ranx stays the tool for significance tests
+(``rag_core.compare``).
+
+Every query of the qrels counts in every average; a query with nothing retrieved or nothing
+relevant scores 0. Building qrels from evidence is ``rag_core.relevance``; logging is the tracking
+module's job.
 """
 
 from __future__ import annotations
 
-import warnings
+import math
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Sequence
 
@@ -52,37 +57,35 @@ def evaluate_rankings(
     per_query: dict[str, dict[str, float]] = {qid: {} for qid in query_ids}
     for level in LEVELS:
         level_qrels = qrels.get(level, {})
-        # query_id -> item_id -> 1/rank: strictly decreasing, so ranx sees exactly our order
-        run = {qid: _reciprocal_rank_scores(collapse_ranking(ranked.get(qid, ()), level)) for qid in query_ids}
-        scorable = [qid for qid in query_ids if run[qid] and level_qrels.get(qid)]
-        scores = _ranx_scores({qid: level_qrels[qid] for qid in scorable}, {qid: run[qid] for qid in scorable}, names)
         for qid in query_ids:
+            ranking = collapse_ranking(ranked.get(qid, ()), level)
+            relevant = set(level_qrels.get(qid, {}))
             for name in names:
-                per_query[qid][f"{level}/{name}"] = scores.get(name, {}).get(qid, 0.0)
+                per_query[qid][f"{level}/{name}"] = query_metric(name, ranking, relevant)
 
     flat_names = list(per_query[query_ids[0]])
     averages = {name: float(np.mean([per_query[qid][name] for qid in query_ids])) for name in flat_names}
     return EvalResult(averages, per_query)
 
 
-def _reciprocal_rank_scores(item_ids: Sequence[str]) -> dict[str, float]:
-    return {item_id: 1.0 / rank for rank, item_id in enumerate(item_ids, start=1)}
-
-
-def _ranx_scores(
-    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], names: list[str]
-) -> dict[str, dict[str, float]]:
-    """metric name -> query_id -> value, from ranx; {} when no query can be scored."""
-    if not run:
-        return {}
-    from ranx import Qrels, Run, evaluate  # numba compiles on first import: keep it off the import path
-
-    ranx_run = Run(run)
-    with warnings.catch_warnings():
-        # ranx hashes item ids to uint64 and reads them as int64; harmless, but noisy.
-        warnings.filterwarnings("ignore", message=".*unsafe cast from uint64 to int64.*")
-        evaluate(Qrels(qrels), ranx_run, names, save_results_in_run=True)
-    return {name: {qid: float(value) for qid, value in ranx_run.scores[name].items()} for name in names}
+def query_metric(name: str, ranking: Sequence[str], relevant: set[str]) -> float:
+    """One metric (``recall@5``, ``ndcg@10``, ``hit_rate@5``, ``mrr``) of one ranked list (best first,
+    no duplicates) against the relevant ids; 0 when nothing is relevant or retrieved."""
+    if not relevant or not ranking:
+        return 0.0
+    metric, _, cutoff = name.partition("@")
+    top = ranking[: int(cutoff)] if cutoff else ranking
+    ranks = [rank for rank, item in enumerate(top, start=1) if item in relevant]
+    if metric == "recall":
+        return len(ranks) / len(relevant)
+    if metric == "hit_rate":
+        return float(bool(ranks))
+    if metric == "mrr":
+        return 1.0 / ranks[0] if ranks else 0.0
+    if metric == "ndcg":
+        ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(relevant), int(cutoff)) + 1))
+        return sum(1.0 / math.log2(rank + 1) for rank in ranks) / ideal
+    raise ValueError(f"unknown metric {name!r}; valid: recall@K, ndcg@K, hit_rate@K, mrr")
 
 
 def first_relevant_rank(ranked_ids: Sequence[str], relevant_ids: Iterable[str]) -> int | None:

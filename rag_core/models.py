@@ -93,6 +93,13 @@ def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
 def load_cross_encoder(name: str) -> LoadedModel:
     """The cross-encoder `name` (hub name, local directory or ``random-head:<body>``); raises
     ``ModelLoadError`` when it cannot be loaded. Never falls back to another model."""
+    random_head = name.startswith(RANDOM_HEAD_PREFIX)
+    body = name[len(RANDOM_HEAD_PREFIX):] if random_head else name
+    missing = _missing_offline(body)
+    if missing:  # known without importing torch (seconds): the hub is off and nothing is cached
+        raise ModelLoadError(f"cannot load the re-ranking model {name!r} ({missing}). Point at a local copy: set "
+                             f"RAG_RERANK_MODEL=/path/to/cross-encoder-directory, or use --rerank-depth 0.", missing)
+
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -102,8 +109,6 @@ def load_cross_encoder(name: str) -> LoadedModel:
         # Raw logits: the no-answer threshold (min_rerank_score) is on that scale.
         return CrossEncoder(str(path), num_labels=1, device=_device(), activation_fn=torch.nn.Identity())
 
-    random_head = name.startswith(RANDOM_HEAD_PREFIX)
-    body = name[len(RANDOM_HEAD_PREFIX):] if random_head else name
     try:
         if random_head:
             torch.manual_seed(RANDOM_HEAD_SEED)
@@ -118,6 +123,18 @@ def load_cross_encoder(name: str) -> LoadedModel:
         ) from exc
     used = f"{name} (seeded random head: scores are meaningless)" if random_head else name
     return LoadedModel(model, name, used, False)
+
+
+def _missing_offline(name: str) -> str | None:
+    """Why hub model `name` cannot load, when that is certain without trying: the hub is switched off
+    (HF_HUB_OFFLINE) and the model is neither a local folder nor in the Hugging Face cache."""
+    if name.startswith("packaged:") or Path(name).exists() or name.count("/") != 1:
+        return None
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE and try_to_load_from_cache(name, "config.json") is None:
+        return "not a local folder, not in the Hugging Face cache, and HF_HUB_OFFLINE is set"
+    return None
 
 
 def _reason(cause: Exception) -> str:

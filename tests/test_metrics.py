@@ -197,3 +197,26 @@ def test_latency_summary_percentiles():
             "latency/rerank_p95_ms": 7.0,
         }
     )
+
+
+def test_every_metric_equals_ranx_on_random_rankings():
+    """ranx is the independent implementation: the same values on 60 random queries."""
+    import random
+
+    from ranx import Qrels, Run, evaluate
+
+    from rag_core.metrics import query_metric
+
+    rng = random.Random(7)
+    items = [f"d{i}" for i in range(40)]
+    qrels, runs = {}, {}
+    for number in range(60):
+        qid = f"q{number}"
+        qrels[qid] = {item: 1 for item in rng.sample(items, rng.randint(1, 8))}
+        runs[qid] = rng.sample(items, rng.randint(1, 25))
+    names = metric_names((1, 3, 5, 10, 20)) + ["mrr"]
+    ranx_run = Run({qid: {item: 1.0 / rank for rank, item in enumerate(ranking, 1)} for qid, ranking in runs.items()})
+    evaluate(Qrels(qrels), ranx_run, names, save_results_in_run=True)
+    for name in names:
+        for qid, ranking in runs.items():
+            assert query_metric(name, ranking, set(qrels[qid])) == pytest.approx(ranx_run.scores[name][qid]), (name, qid)

@@ -92,11 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = commands.add_parser(
         "sweep", help="run a grid of settings through the evaluation notebook (papermill), logged to MLflow",
-        description="Execute notebooks/02-evaluate.ipynb once per grid point of FILE; one MLflow parent run per "
-                    "sweep and one child run per point. Points already finished with the same settings are skipped.")
+        description="Execute notebooks/02-evaluate.ipynb once per grid point of FILE, in one warm Jupyter kernel per "
+                    "worker; one MLflow parent run per sweep and one child run per point. Points already finished "
+                    "with the same settings are skipped (--rerun runs them again). Points that need a cross-encoder "
+                    "that cannot be loaded are not run, and the sweep says so.")
     sweep.add_argument("file", metavar="FILE", help="sweep file, e.g. experiments/grid.yaml")
     sweep.add_argument("--workers", type=int, default=1, metavar="N", help="grid points run in parallel [1]")
     sweep.add_argument("--output", metavar="DIR", help="where executed notebooks go [experiments/runs/<sweep>]")
+    sweep.add_argument("--rerun", action="store_true",
+                       help="run every point again under a new parent run, even those finished before")
     _add_common(sweep)
     return parser
 

@@ -49,7 +49,7 @@ def run_sweep_command(args: argparse.Namespace, store_dir: Path) -> int:
     flags = {name: getattr(args, name) for name in setting_names() if getattr(args, name, None) is not None}
     spec = load_sweep(args.file, config_file=args.config, overrides=flags)
     echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
-    result = run_sweep(spec, store_dir, workers=args.workers, output_dir=args.output, echo=echo)
+    result = run_sweep(spec, store_dir, workers=args.workers, output_dir=args.output, echo=echo, rerun=args.rerun)
     if args.json:
         print(json.dumps({
             "name": result.name, "experiment": result.experiment, "parent_run_id": result.parent_run_id,

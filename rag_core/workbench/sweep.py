@@ -73,8 +73,9 @@ class SweepResult:
 
 def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, output_dir: str | Path | None = None,
               tracking_uri: str | None = None, echo: Callable[[str], None] = print,
-              notebook: Path = NOTEBOOK) -> SweepResult:
-    """Run every point of `spec` not finished before; return the outcomes and the comparison table."""
+              notebook: Path = NOTEBOOK, rerun: bool = False) -> SweepResult:
+    """Run every point of `spec` not finished before (every point, under a new parent run, with
+    `rerun`); return the outcomes and the comparison table."""
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     started = time.perf_counter()
@@ -91,8 +92,8 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     data_key = {**spec.data_identity(), "corpus": inputs.corpus.fingerprint, "golden": golden_fingerprint(inputs.queries)}
     point_hashes = {point.number: digest({"settings": point.config.as_params(), "data": data_key}) for point in points}
 
-    parent_id, resumed = _parent_run(tracker, experiment, spec, inputs, len(points))
-    finished = _finished_points(tracker, experiment, parent_id)
+    parent_id, resumed = _parent_run(tracker, experiment, spec, inputs, len(points), rerun)
+    finished = {} if rerun else _finished_points(tracker, experiment, parent_id)
     todo = [point for point in points if point_hashes[point.number] not in finished]
     outcomes = [PointOutcome(point, "SKIPPED", finished[point_hashes[point.number]]) for point in points if point not in todo]
     unavailable, todo = _without_unavailable_models(todo)
@@ -224,11 +225,12 @@ def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, ech
 
 
 # --- MLflow: parent run, finished points, summary ------------------------------------------------
-def _parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: EvalInputs, n_points: int) -> tuple[str, bool]:
+def _parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: EvalInputs, n_points: int,
+                rerun: bool) -> tuple[str, bool]:
     """(run id, resumed): the latest parent run of this sweep (interrupted, failed or finished: its
-    finished points are kept), or a new one."""
-    earlier = tracker.runs(experiment, f"tags.`{SWEEP_HASH_TAG}` = '{spec.hash}' and tags.`{KIND_TAG}` = 'sweep'",
-                           ["attributes.start_time DESC"])
+    finished points are kept), or a new one (always, with `rerun`)."""
+    earlier = [] if rerun else tracker.runs(
+        experiment, f"tags.`{SWEEP_HASH_TAG}` = '{spec.hash}' and tags.`{KIND_TAG}` = 'sweep'", ["attributes.start_time DESC"])
     if earlier:
         run_id = earlier[0].info.run_id
         tracker.client.update_run(run_id, status="RUNNING")
