@@ -20,6 +20,8 @@ cannot be fixed by the user. Downloading datasets is left out.
 from __future__ import annotations
 
 import hashlib
+import json
+import random
 import warnings
 from pathlib import Path
 
@@ -113,3 +115,29 @@ def _require(path: Path, what: str) -> Path:
     if not path.is_file():
         raise FileNotFoundError(f"BEIR {what} file not found: {path}")
     return path
+
+
+def write_synthetic_beir(folder: Path, documents: int = 5000, queries: int = 50, seed: int = 0) -> None:
+    """A synthetic BEIR folder for tests and cost benchmarks: short abstracts (common words plus a few
+    words rare to each), and queries made of one document's rare words, judged relevant to it."""
+    rng = random.Random(seed)
+    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pe", "gra", "dul", "xen", "bor", "fi", "qua"]
+    vocabulary = list(dict.fromkeys("".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(20000)))
+    common, rare = vocabulary[:2000], vocabulary[2000:]
+    (folder / "qrels").mkdir(parents=True)
+    rare_words = {}
+    with open(folder / "corpus.jsonl", "w") as corpus:
+        for number in range(documents):
+            own = rng.sample(rare, 5)
+            rare_words[f"d{number}"] = own
+            words = rng.choices(common, k=rng.randint(60, 120)) + own
+            rng.shuffle(words)
+            corpus.write(json.dumps({"_id": f"d{number}", "title": " ".join(rng.choices(common, k=4)),
+                                     "text": " ".join(words)}) + "\n")
+    judged = rng.sample(sorted(rare_words), queries)
+    with open(folder / "queries.jsonl", "w") as out:
+        for number, doc_id in enumerate(judged):
+            out.write(json.dumps({"_id": f"q{number}", "text": " ".join(rare_words[doc_id][:3])}) + "\n")
+    with open(folder / "qrels" / "test.tsv", "w") as out:
+        out.write("query-id\tcorpus-id\tscore\n")
+        out.writelines(f"q{number}\t{doc_id}\t1\n" for number, doc_id in enumerate(judged))

@@ -25,6 +25,7 @@ from rag_core.corpus import Corpus
 from rag_core.golden import GoldenQuery
 from rag_core.metrics import evaluate_rankings, first_relevant_rank, latency_summary
 from rag_core.pipeline import Pipeline, Retrieval
+from rag_core.records import Chunk
 from rag_core.relevance import QrelsByLevel, build_qrels
 
 # Pipeline stages in order, as named in the per-query table.
@@ -38,6 +39,7 @@ class EvalReport:
     params: dict[str, str]  # every setting, the models actually used, corpus and golden fingerprints
     retrievals: dict[str, Retrieval] = field(default_factory=dict)  # query id -> its retrieval
     qrels: QrelsByLevel = field(default_factory=dict)  # level -> query id -> relevant item -> 1
+    ranked: dict[str, list[Chunk]] = field(default_factory=dict)  # query id -> the chunks scored, best first
 
 
 def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
@@ -117,7 +119,7 @@ def evaluate_config(
         "golden_fingerprint": golden_fingerprint(queries),
         "queries": str(len(queries)),
     }
-    return EvalReport(metrics, rows, params, retrievals, qrels)
+    return EvalReport(metrics, rows, params, retrievals, qrels, ranked)
 
 
 CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")

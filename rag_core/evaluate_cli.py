@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import sys
 import time
@@ -168,12 +169,35 @@ def load_notebook_inputs(input_dir: str | None = None, golden: str | None = None
     (unless `beir` is given) and the project's store (``$RAG_STORE`` or ``<project>/.rag_store``)."""
     sample = beir is None
     store_dir = Path(store) if store else PROJECT_ROOT / default_store_dir()
-    inputs = load_eval_inputs(
-        input_dir=input_dir or (SAMPLE_DOCUMENTS_DIR if sample else None),
-        golden=golden or (SAMPLE_GOLDEN_FILE if sample else None),
-        beir=beir, split=split, store_dir=store_dir, max_queries=max_queries,
-    )
+    sources = (input_dir or (SAMPLE_DOCUMENTS_DIR if sample else None), golden or (SAMPLE_GOLDEN_FILE if sample else None), beir)
+    inputs = _load_inputs_once(*map(_path_or_none, sources), split, store_dir, max_queries,
+                               _files_signature([Path(source) for source in sources if source is not None]))
     return inputs, store_dir
+
+
+@functools.lru_cache(maxsize=4)
+def _load_inputs_once(input_dir: str | None, golden: str | None, beir: str | None, split: str, store_dir: Path,
+                      max_queries: int | None, signature: tuple) -> EvalInputs:
+    """The inputs, read once per kernel while their files are unchanged (`signature`): sweep points in a
+    warm kernel do not read and parse the same PDFs again."""
+    return load_eval_inputs(input_dir=input_dir, golden=golden, beir=beir, split=split, store_dir=store_dir,
+                            max_queries=max_queries)
+
+
+def _path_or_none(path: str | Path | None) -> str | None:
+    return str(Path(path).resolve()) if path is not None else None
+
+
+def _files_signature(roots: Sequence[Path]) -> tuple:
+    """(path, size, mtime) of every file below `roots`: changes when any input file does."""
+    signature = []
+    for path in (path for root in roots for path in ([root] if root.is_file() else sorted(root.rglob("*")))):
+        try:
+            stat = path.stat()
+        except OSError:  # a dangling link: reading the inputs reports it
+            continue
+        signature.append((str(path), stat.st_size, stat.st_mtime_ns))
+    return tuple(signature)
 
 
 def show(evaluation: Evaluation) -> None:

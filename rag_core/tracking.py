@@ -268,8 +268,8 @@ def ranx_runs(report: "EvalReport") -> dict[str, dict[str, dict[str, float]]]:
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for level in LEVELS:
         runs[level] = {}
-        for query_id, retrieval in report.retrievals.items():
-            items = collapse_ranking([hit.chunk for hit in retrieval.hits], level)
+        for query_id, chunks in report.ranked.items():
+            items = collapse_ranking(chunks, level)
             runs[level][query_id] = {item: 1.0 / rank for rank, item in enumerate(items, start=1)}
     return runs
 

@@ -4,7 +4,6 @@ logs, bad golden sets (exit 2), BEIR datasets, and that ``--mode bm25`` does onl
 from __future__ import annotations
 
 import json
-import random
 import time
 
 import pandas as pd
@@ -117,33 +116,9 @@ def test_bm25_mode_loads_no_embedding_model(tiny_corpus, tmp_path):  # noqa: F81
     assert dense.returncode == 1 and "no-such-model" in dense.stderr
 
 
-def write_synthetic_beir(folder, documents: int = 5000, queries: int = 50, seed: int = 0) -> None:
-    """Short synthetic abstracts (common words plus a few words rare to each), and queries made of
-    one document's rare words, judged relevant to that document."""
-    rng = random.Random(seed)
-    syllables = ["ka", "lo", "mi", "ne", "ru", "ta", "vo", "shi", "pe", "gra", "dul", "xen", "bor", "fi", "qua"]
-    vocabulary = list(dict.fromkeys("".join(rng.choices(syllables, k=rng.randint(2, 4))) for _ in range(20000)))
-    common, rare = vocabulary[:2000], vocabulary[2000:]
-    (folder / "qrels").mkdir(parents=True)
-    rare_words = {}
-    with open(folder / "corpus.jsonl", "w") as corpus:
-        for number in range(documents):
-            own = rng.sample(rare, 5)
-            rare_words[f"d{number}"] = own
-            words = rng.choices(common, k=rng.randint(60, 120)) + own
-            rng.shuffle(words)
-            corpus.write(json.dumps({"_id": f"d{number}", "title": " ".join(rng.choices(common, k=4)),
-                                     "text": " ".join(words)}) + "\n")
-    judged = rng.sample(sorted(rare_words), queries)
-    with open(folder / "queries.jsonl", "w") as out:
-        for number, doc_id in enumerate(judged):
-            out.write(json.dumps({"_id": f"q{number}", "text": " ".join(rare_words[doc_id][:3])}) + "\n")
-    with open(folder / "qrels" / "test.tsv", "w") as out:
-        out.write("query-id\tcorpus-id\tscore\n")
-        out.writelines(f"q{number}\t{doc_id}\t1\n" for number, doc_id in enumerate(judged))
-
-
 def test_beir_5000_abstracts_bm25_well_under_a_minute(tmp_path):
+    from rag_core.beir import write_synthetic_beir
+
     write_synthetic_beir(tmp_path / "beir")
     started = time.perf_counter()
     completed = run_cli("eval", "--beir", str(tmp_path / "beir"), "--mode", "bm25", "--rerank-depth", "0", "--json",
