@@ -29,13 +29,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rag_core.config import RagConfig  # noqa: E402
-from rag_core.corpus import Corpus  # noqa: E402
-from rag_core.fusion import reciprocal_rank_fusion  # noqa: E402
-from rag_core.index import Index  # noqa: E402
-from rag_core.ingest import read_documents  # noqa: E402
+from rag_core.ingest.corpus import Corpus  # noqa: E402
+from rag_core.retrieve.fusion import reciprocal_rank_fusion  # noqa: E402
+from rag_core.retrieve.index import Index  # noqa: E402
+from rag_core.ingest.files import read_documents  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
 from rag_core.records import Document  # noqa: E402
-from rag_core.rerank import Reranker  # noqa: E402
+from rag_core.retrieve.rerank import Reranker  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS_MS = {"bm25_bm25s": 5.0, "vector_search": 15.0, "fusion": 1.0}
@@ -73,8 +73,8 @@ import time, sys
 sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from retrieval import synthetic_corpus
 from rag_core.config import RagConfig
-from rag_core.index import Index
-from rag_core.vectorstore import ChromaVectorStore
+from rag_core.retrieve.index import Index
+from rag_core.retrieve.vectorstore import ChromaVectorStore
 import numpy as np
 corpus = synthetic_corpus({corpus_docs})
 index = Index({str(store)!r}, corpus, RagConfig(**{config.as_dict()!r}))

@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import yaml
 
-from rag_core.tokenizer import TOKENIZERS
+from rag_core.retrieve.tokenizer import TOKENIZERS
 
 DEFAULT_EMBED_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
@@ -52,7 +52,7 @@ class RagConfig:
     rerank_depth: int = 20  # fused candidates re-scored by the cross-encoder; 0 = no re-ranking
     # BM25
     bm25_backend: str = "bm25s"  # bm25s | rank_bm25
-    tokenizer: str = "stem"  # stem | simple | whitespace (see rag_core.tokenizer)
+    tokenizer: str = "stem"  # stem | simple | whitespace (see rag_core.retrieve.tokenizer)
     bm25_k1: float = 1.5
     bm25_b: float = 0.75
     # models

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from rag_core.config import RagConfig
-from rag_core.corpus import Corpus, DocumentStore, write_json_atomic
-from rag_core.ingest import read_documents
-from rag_core.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.ingest.corpus import Corpus, DocumentStore, write_json_atomic
+from rag_core.ingest.files import read_documents
+from rag_core.retrieve.pipeline import STAGES, Pipeline, Retrieval
 
 
 class BadInput(Exception):
@@ -86,7 +86,7 @@ def open_pipeline(store_dir: Path, config: RagConfig, progress: bool = True) -> 
 @dataclass(frozen=True)
 class QueryResult:
     retrieval: Retrieval
-    answer: Any  # rag_core.generate.Answer
+    answer: Any  # rag_core.generate.answer.Answer
 
     def as_json(self) -> dict[str, Any]:
         answer = self.answer
@@ -111,7 +111,7 @@ class QueryResult:
 
 
 def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: bool = True) -> QueryResult:
-    from rag_core.generate import answer_question
+    from rag_core.generate.answer import answer_question
 
     pipeline = open_pipeline(store_dir, config)
     retrieval = pipeline.retrieve(question)
@@ -156,9 +156,9 @@ def format_explain(result: QueryResult) -> str:
 
 def known_failure(exc: Exception) -> tuple[str, int] | None:
     """(readable message, exit code) for failures the user can act on; None for bugs (tracebacks)."""
-    from rag_core.golden import GoldenSetError
-    from rag_core.llm import LLMError, redact
-    from rag_core.models import ModelLoadError
+    from rag_core.evaluate.golden import GoldenSetError
+    from rag_core.generate.llm import LLMError, redact
+    from rag_core.retrieve.models import ModelLoadError
 
     if isinstance(exc, (BadInput, GoldenSetError)):
         return str(exc), 2

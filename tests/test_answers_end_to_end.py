@@ -11,12 +11,12 @@ import pytest
 from conftest import run_cli
 from llm_fixtures import PLANTED_KEY, anthropic_env, clean_llm_env, llm_server  # noqa: F401 - fixtures
 from llm_server import rate_limited, reply
-from rag_core.answer_eval import judge_answers
+from rag_core.evaluate.answers import judge_answers
 from rag_core.config import RagConfig
-from rag_core.corpus import DocumentStore
-from rag_core.evaluate import evaluate_config
-from rag_core.golden import load_golden
-from rag_core.tokenizer import get_tokenizer
+from rag_core.ingest.corpus import DocumentStore
+from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.golden import load_golden
+from rag_core.retrieve.tokenizer import get_tokenizer
 
 pytestmark = pytest.mark.slow
 NO_RERANK = ["--rerank-depth", "0"]  # the offline re-ranker has a random head: use retriever agreement
@@ -79,7 +79,7 @@ def test_judged_evaluation_averages_present_scores_and_marks_failures_missing(
         reply("no json"), reply("still none"), reply("nope"), reply("{}"),
         judge(5), judge(2), judge(4),
     )
-    from rag_core.llm import LLMClient
+    from rag_core.generate.llm import LLMClient
 
     metrics, rows = judge_answers(queries, report.retrievals, config, client=LLMClient.from_config(config),
                                   backoff_s=0.001)

@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from rag_core.bm25 import BM25_BACKENDS, BM25Index, BM25LoadError, BM25Settings
+from rag_core.retrieve.bm25 import BM25_BACKENDS, BM25Index, BM25LoadError, BM25Settings
 
 # Tiny corpus, tokenized by whitespace so tokens are exactly what we write here.
 # No term is in more than half of the 6 documents, so every idf is positive in both variants.

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from rag_core.chunking import chunk_document, count_words
+from rag_core.ingest.chunking import chunk_document, count_words
 from rag_core.records import Document
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()

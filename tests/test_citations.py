@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from llm_fixtures import make_hit
-from rag_core.citations import (
+from rag_core.generate.citations import (
     Citation,
     average_citation_checks,
     check_citations,

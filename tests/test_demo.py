@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 
 from rag_core.config import load_config
-from rag_core.corpus import DocumentStore
+from rag_core.ingest.corpus import DocumentStore
 from rag_core.demo import SAMPLE_QUESTIONS
-from rag_core.golden import load_golden
+from rag_core.evaluate.golden import load_golden
 from rag_core.paths import SAMPLE_GOLDEN_FILE
-from rag_core.relevance import build_qrels
+from rag_core.evaluate.relevance import build_qrels
 from rag_core.service import answer_query
 
 pytestmark = pytest.mark.slow

@@ -7,11 +7,11 @@ import pytest
 from sweep_fixtures import tiny_corpus  # noqa: F401 - fixture
 
 from rag_core.config import RagConfig
-from rag_core.corpus import Corpus
-from rag_core.evaluate import evaluate_config
-from rag_core.golden import load_golden
-from rag_core.ingest import read_documents
-from rag_core.relevance import LEVELS
+from rag_core.ingest.corpus import Corpus
+from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.golden import load_golden
+from rag_core.ingest.files import read_documents
+from rag_core.evaluate.relevance import LEVELS
 
 
 @pytest.fixture(scope="module")

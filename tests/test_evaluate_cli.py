@@ -13,8 +13,8 @@ from mlflow.tracking import MlflowClient
 from sweep_fixtures import sqlite_uri, tiny_corpus  # noqa: F401 - fixtures
 
 from rag_core.config import setting_names
-from rag_core.metrics import metric_names
-from rag_core.relevance import LEVELS
+from rag_core.evaluate.metrics import metric_names
+from rag_core.evaluate.relevance import LEVELS
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +117,7 @@ def test_bm25_mode_loads_no_embedding_model(tiny_corpus, tmp_path):  # noqa: F81
 
 
 def test_beir_5000_abstracts_bm25_well_under_a_minute(tmp_path):
-    from rag_core.beir import write_synthetic_beir
+    from rag_core.ingest.beir import write_synthetic_beir
 
     write_synthetic_beir(tmp_path / "beir")
     started = time.perf_counter()

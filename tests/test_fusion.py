@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_core.fusion import FUSION_METHODS, fuse, reciprocal_rank_fusion
+from rag_core.retrieve.fusion import FUSION_METHODS, fuse, reciprocal_rank_fusion
 from rag_core.records import ScoredId
 
 

@@ -1,4 +1,4 @@
-"""Reading and checking the golden set (rag_core.golden)."""
+"""Reading and checking the golden set (rag_core.evaluate.golden)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_core.golden import Evidence, GoldenQuery, GoldenSetError, load_golden
+from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError, load_golden
 
 DOC_IDS = ["api-reference.pdf", "guides/runbook.pdf", "guides/faq.md"]
 

@@ -8,7 +8,7 @@ import pytest
 
 from llm_fixtures import FAST, PLANTED_KEY, anthropic_env, clean_llm_env, llm_server, make_hit, openai_env  # noqa: F401
 from llm_server import rate_limited, reply
-from rag_core.judge import (
+from rag_core.evaluate.judge import (
     METRICS,
     JudgeItem,
     JudgeScores,
@@ -20,7 +20,7 @@ from rag_core.judge import (
     load_rubrics,
     parse_judge_reply,
 )
-from rag_core.llm import LLMClient
+from rag_core.generate.llm import LLMClient
 
 QUERY = "What is the default API rate limit?"
 HITS = [make_hit("api/reference.pdf", "Each key may send 600 requests per minute.", page=3)]

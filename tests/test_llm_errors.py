@@ -19,7 +19,7 @@ from llm_fixtures import (  # noqa: F401
 )
 from llm_server import prompt_too_long, rate_limited, reply
 from rag_core.config import RagConfig
-from rag_core.llm import (
+from rag_core.generate.llm import (
     ContextTooLong,
     InvalidAPIKey,
     LLMClient,

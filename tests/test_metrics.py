@@ -1,4 +1,4 @@
-"""Metrics at chunk, page and document level (rag_core.metrics), against hand-computed values."""
+"""Metrics at chunk, page and document level (rag_core.evaluate.metrics), against hand-computed values."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from math import log2
 
 import pytest
 
-from rag_core.golden import Evidence, GoldenQuery
-from rag_core.metrics import EvalResult, evaluate_rankings, first_relevant_rank, latency_summary, metric_names
+from rag_core.evaluate.golden import Evidence, GoldenQuery
+from rag_core.evaluate.metrics import EvalResult, evaluate_rankings, first_relevant_rank, latency_summary, metric_names
 from rag_core.records import Chunk, Document
-from rag_core.relevance import build_qrels
+from rag_core.evaluate.relevance import build_qrels
 
 
 def make_chunk(chunk_id: str, doc_id: str, page_start: int, page_end: int) -> Chunk:
@@ -205,7 +205,7 @@ def test_every_metric_equals_ranx_on_random_rankings():
 
     from ranx import Qrels, Run, evaluate
 
-    from rag_core.metrics import query_metric
+    from rag_core.evaluate.metrics import query_metric
 
     rng = random.Random(7)
     items = [f"d{i}" for i in range(40)]

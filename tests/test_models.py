@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from rag_core.models import FALLBACK_EMBED_NAME, ModelLoadError, load_cross_encoder, load_embedder
+from rag_core.retrieve.models import FALLBACK_EMBED_NAME, ModelLoadError, load_cross_encoder, load_embedder
 
 pytestmark = pytest.mark.slow
 

@@ -26,7 +26,7 @@ def hybrid(sample_store):
 def rare_identifier(hybrid):
     """An identifier (error code, config key) in exactly one document, with a BM25 token that no other
     document has: the case where keyword search must beat paraphrase."""
-    from rag_core.tokenizer import get_tokenizer
+    from rag_core.retrieve.tokenizer import get_tokenizer
 
     tokenize = get_tokenizer("stem")
     docs_with_token = collections.defaultdict(set)  # BM25 token -> doc ids

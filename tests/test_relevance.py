@@ -1,4 +1,4 @@
-"""Evidence -> relevant chunks, pages and documents (rag_core.relevance)."""
+"""Evidence -> relevant chunks, pages and documents (rag_core.evaluate.relevance)."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from rag_core.golden import Evidence, GoldenQuery, GoldenSetError
+from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError
 from rag_core.records import Chunk, Document
-from rag_core.relevance import EvidenceNotFound, build_qrels, collapse_ranking, locate_evidence
+from rag_core.evaluate.relevance import EvidenceNotFound, build_qrels, collapse_ranking, locate_evidence
 
 PAGES = [
     # page 1

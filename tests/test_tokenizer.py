@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from rag_core import tokenizer as tokenizer_module
-from rag_core.tokenizer import ENGLISH_STOP_WORDS, TOKENIZERS, get_tokenizer
+from rag_core.retrieve import tokenizer as tokenizer_module
+from rag_core.retrieve.tokenizer import ENGLISH_STOP_WORDS, TOKENIZERS, get_tokenizer
 
 ERROR_TEXT = "Error QM-4021: the max_inflight_batches setting is Running."
 WORDS = "running generously retrieval indexes batches arguing cities organization fluently dying".split()

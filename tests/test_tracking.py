@@ -13,14 +13,14 @@ from mlflow.tracking import MlflowClient
 from sweep_fixtures import files_containing, tiny_corpus, tracking_uri  # noqa: F401 - fixtures
 
 from rag_core.config import RagConfig
-from rag_core.corpus import Corpus
-from rag_core.evaluate import evaluate_config
-from rag_core.golden import load_golden
-from rag_core.ingest import read_documents
-from rag_core.metrics import metric_names
+from rag_core.ingest.corpus import Corpus
+from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.golden import load_golden
+from rag_core.ingest.files import read_documents
+from rag_core.evaluate.metrics import metric_names
 from rag_core.paths import PROJECT_ROOT
-from rag_core.relevance import LEVELS
-from rag_core.tracking import (
+from rag_core.evaluate.relevance import LEVELS
+from rag_core.workbench.tracking import (
     SecretInRun,
     Tracker,
     log_evaluation,

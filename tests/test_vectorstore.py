@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag_core.vectorstore import ChromaVectorStore
+from rag_core.retrieve.vectorstore import ChromaVectorStore
 
 
 def test_upsert_twice_adds_nothing_and_search_returns_cosine(tmp_path):

@@ -158,7 +158,7 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 # --- eval and sweep ----------------------------------------------------------------------------
 def cmd_eval(args: argparse.Namespace) -> int:
-    from rag_core.evaluate_cli import run_eval_command
+    from rag_core.cli.eval import run_eval_command
 
     return run_eval_command(args, config_from_args(args), store_from_args(args))
 
@@ -178,7 +178,7 @@ _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
-    logging.getLogger("rag_core.ingest").setLevel(logging.ERROR)  # the ingest summary lists skipped files
+    logging.getLogger("rag_core.ingest.files").setLevel(logging.ERROR)  # the ingest summary lists skipped files
     try:
         return _COMMANDS[args.command](args)
     except (ConfigError, FileNotFoundError) as exc:

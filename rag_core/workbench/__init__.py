@@ -1,12 +1,17 @@
-"""The workbench layer: sweeps over a grid of settings, each point a papermill execution of the
-evaluation notebook in a warm kernel, logged to MLflow.
+"""The workbench: evaluations logged to MLflow, sweeps over a grid of settings (each point a papermill
+execution of the evaluation notebook in a warm kernel), comparison of runs, and the exploration helpers.
 
 Modules: ``sweep_file`` (reading and checking a sweep file), ``kernels`` (warm Jupyter kernels for
-papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (running them all).
+papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (running them all),
+``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow),
+``compare`` (runs read back), ``explore`` (the exploration notebook's helpers).
 """
 
-from rag_core.workbench.points import PointOutcome, read_recorded_result
-from rag_core.workbench.sweep import SweepResult, run_sweep
-from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, load_sweep
+from rag_core._lazy import lazy_exports
 
-__all__ = ["load_sweep", "run_sweep", "read_recorded_result", "SweepSpec", "SweepPoint", "SweepResult", "PointOutcome"]
+__getattr__, __all__ = lazy_exports(__name__, {
+    "load_sweep": "sweep_file", "SweepSpec": "sweep_file", "SweepPoint": "sweep_file", "run_sweep": "sweep",
+    "SweepResult": "sweep", "PointOutcome": "points", "read_recorded_result": "points",
+    "evaluate_and_log": "evaluation", "load_eval_inputs": "evaluation", "Tracker": "tracking",
+    "comparison_table": "compare", "load_runs": "compare",
+})

@@ -5,7 +5,7 @@ FAILED run with its error), papermill executes ``notebooks/02-evaluate.ipynb`` w
 settings in a warm kernel (``rag_core.workbench.kernels``), the notebook logs params, metrics and
 artifacts into that run and records its result as JSON in its last cell, and this module attaches the
 executed notebook and ends the run.
-Left out: scheduling (``rag_core.workbench.sweep``) and reading runs back (``rag_core.compare``).
+Left out: scheduling (``rag_core.workbench.sweep``) and reading runs back (``rag_core.workbench.compare``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from rag_core.config import RagConfig
-from rag_core.evaluate_cli import RESULT_MIME
+from rag_core.workbench.evaluation import RESULT_MIME
 from rag_core.paths import NOTEBOOKS_DIR
-from rag_core.tracking import TAG_PREFIX, Tracker, git_tags
+from rag_core.workbench.tracking import TAG_PREFIX, Tracker, git_tags
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, path_str
 

@@ -1,7 +1,7 @@
 """Running a sweep: every point of a sweep file, each executed by papermill in a warm kernel and logged
 as an MLflow child run under one parent run.
 
-Shared work: the store (``rag_core.index``) chunks and embeds each distinct (corpus, chunking, model)
+Shared work: the store (``rag_core.retrieve.index``) chunks and embeds each distinct (corpus, chunking, model)
 once and the SQLite cache keeps embeddings and cross-encoder scores; each worker's kernel keeps the
 models, compiled metric code and retrieval candidates, so points that differ only in ``k`` or
 ``rerank_depth`` retrieve nothing again. With ``workers > 1`` every distinct chunking is built first,
@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from rag_core.config import ConfigError
-from rag_core.evaluate import golden_fingerprint
-from rag_core.evaluate_cli import EvalInputs, load_eval_inputs
-from rag_core.tracking import TAG_PREFIX, Tracker, git_tags, run_metrics
+from rag_core.evaluate.evaluation import golden_fingerprint
+from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
+from rag_core.workbench.tracking import TAG_PREFIX, Tracker, git_tags, run_metrics
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.points import KIND_TAG, NOTEBOOK, POINT_HASH_TAG, SWEEP_HASH_TAG, PointJob, PointOutcome, run_point
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
@@ -140,7 +140,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
             kernel.shutdown()
     work = _log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
                                sum(kernel.started for kernel in all_kernels), time.perf_counter() - started)
-    from rag_core.compare import comparison_table, load_runs
+    from rag_core.workbench.compare import comparison_table, load_runs
 
     table = comparison_table(load_runs(experiment, parent_run_id=parent_id, tracking_uri=tracker.uri, statuses=None),
                              spec.primary_metric, list(spec.grid), TABLE_METRICS)
@@ -158,7 +158,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
 
 def _without_unavailable_models(points: list[SweepPoint]) -> tuple[list[tuple[SweepPoint, str]], list[SweepPoint]]:
     """((point, why) for the points whose cross-encoder cannot be loaded, the points that can run)."""
-    from rag_core.rerank import Reranker
+    from rag_core.retrieve.rerank import Reranker
 
     models = {point.config.rerank_model for point in points if point.config.rerank_depth > 0}
     errors = {name: error for name in models if (error := Reranker(name).unavailable()) is not None}
@@ -208,7 +208,7 @@ def _execute(points: list[SweepPoint], workers: int, run_one: Callable[[SweepPoi
 def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, echo: Callable[[str], None]) -> dict[str, float]:
     """Chunk, embed and index every distinct build of `points`, one after another, before points
     run in parallel: two parallel points then never embed the same chunking."""
-    from rag_core.pipeline import Pipeline
+    from rag_core.retrieve.pipeline import Pipeline
 
     totals = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0, "seconds": 0.0}
     builds = {point.build_key: point.config for point in points}

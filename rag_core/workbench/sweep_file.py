@@ -29,8 +29,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_mapping, read_yaml_settings, setting_names
-from rag_core.metrics import metric_names
-from rag_core.relevance import LEVELS
+from rag_core.evaluate.metrics import metric_names
+from rag_core.evaluate.relevance import LEVELS
 
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
               "primary_metric", "base", "grid")

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from rag_core.citations import average_citation_checks
+from rag_core.generate.citations import average_citation_checks
 from rag_core.config import RagConfig
-from rag_core.generate import Answer, answer_question
-from rag_core.golden import GoldenQuery
-from rag_core.judge import JudgeItem, judge_many
-from rag_core.llm import LLMClient, LLMError, redact
-from rag_core.pipeline import Retrieval
+from rag_core.generate.answer import Answer, answer_question
+from rag_core.evaluate.golden import GoldenQuery
+from rag_core.evaluate.judge import JudgeItem, judge_many
+from rag_core.generate.llm import LLMClient, LLMError, redact
+from rag_core.retrieve.pipeline import Retrieval
 
 
 def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retrieval], config: RagConfig,

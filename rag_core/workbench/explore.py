@@ -3,7 +3,7 @@ pages hold, how long the chunks are in words and in the embedding model's tokens
 truncates), and how one query is ranked at every stage, with every score side by side.
 
 Everything here reads; the pipeline builds its indexes in the store as usual. Evaluating many
-queries is ``rag_core.evaluate``; comparing runs is ``rag_core.compare``.
+queries is ``rag_core.evaluate.evaluation``; comparing runs is ``rag_core.workbench.compare``.
 """
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
-from rag_core.corpus import Corpus
+from rag_core.ingest.corpus import Corpus
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, default_store_dir
-from rag_core.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.retrieve.pipeline import STAGES, Pipeline, Retrieval
 from rag_core.records import Chunk
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 def load_corpus(input_dir: str | Path | None = None) -> Corpus:
     """Read `input_dir` (None: the sample corpus); files that cannot be read are listed and left out."""
-    from rag_core.ingest import read_documents
+    from rag_core.ingest.files import read_documents
 
     result = read_documents(input_dir or SAMPLE_DOCUMENTS_DIR)
     for skipped in result.skipped:

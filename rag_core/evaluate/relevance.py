@@ -14,7 +14,7 @@ Three steps:
    - doc: the evidence sources.
 3. ``collapse_ranking``: ranked chunks -> ranked chunk ids, pages or documents, first occurrence wins.
 
-Relevance is binary (1). Computing metrics from these is ``rag_core.metrics``.
+Relevance is binary (1). Computing metrics from these is ``rag_core.evaluate.metrics``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 from rapidfuzz import fuzz
 
-from rag_core.golden import Evidence, GoldenQuery, GoldenSetError, known_documents_hint
+from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError, known_documents_hint
 from rag_core.records import Chunk, Document
 
 LEVELS = ("chunk", "page", "doc")

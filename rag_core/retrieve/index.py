@@ -24,14 +24,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from rag_core.bm25 import BM25Index
-from rag_core.cache import ScoreCache
-from rag_core.chunking import chunk_corpus
+from rag_core.retrieve.bm25 import BM25Index
+from rag_core.retrieve.cache import ScoreCache
+from rag_core.ingest.chunking import chunk_corpus
 from rag_core.config import RagConfig
-from rag_core.corpus import Corpus, write_json_atomic
-from rag_core.embed import Embedder
+from rag_core.ingest.corpus import Corpus, write_json_atomic
+from rag_core.retrieve.embed import Embedder
 from rag_core.records import Chunk, ScoredId
-from rag_core.vectorstore import ChromaVectorStore, VectorStore
+from rag_core.retrieve.vectorstore import ChromaVectorStore, VectorStore
 
 
 @dataclass

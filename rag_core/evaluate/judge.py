@@ -27,8 +27,8 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from rag_core.generate import format_passages, new_nonce
-from rag_core.llm import TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, redact, retry_delay
+from rag_core.generate.answer import format_passages, new_nonce
+from rag_core.generate.llm import TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, redact, retry_delay
 from rag_core.records import Hit
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ class JudgeItem:
 # --- prompts ------------------------------------------------------------------------------------
 @lru_cache(maxsize=1)
 def load_rubrics() -> dict[str, Any]:
-    text = resources.files("rag_core.prompts").joinpath("judge_rubrics.yaml").read_text(encoding="utf-8")
+    text = resources.files("rag_core.generate.prompts").joinpath("judge_rubrics.yaml").read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
 

@@ -11,7 +11,7 @@ to one chunking, so its metrics cannot be compared across chunk sizes.
 
 Every error is a ``GoldenSetError`` that names the file, the line and the query id. This file only
 reads and checks the set; turning evidence into relevant chunks, pages and documents is
-``rag_core.relevance``, and BEIR qrels are read by ``rag_core.beir``.
+``rag_core.evaluate.relevance``, and BEIR qrels are read by ``rag_core.ingest.beir``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """BM25 keyword search over chunks (Robertson & Zaragoza, "The Probabilistic Relevance Framework:
 BM25 and Beyond", 2009), with two backends chosen by name (the ``bm25_backend`` setting).
 
-Both backends get the same tokens from ``rag_core.tokenizer``; they differ in the formula
+Both backends get the same tokens from ``rag_core.retrieve.tokenizer``; they differ in the formula
 (variants as named by Kamphuis, de Vries, Boytsov & Lin, "Which BM25 Do You Mean?", ECIR 2020):
 
 - ``"bm25s"`` (default; Lù, "BM25S", 2024), method ``"lucene"``:
@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rag_core.records import ScoredId
-from rag_core.tokenizer import TOKENIZER_VERSION, get_tokenizer
+from rag_core.retrieve.tokenizer import TOKENIZER_VERSION, get_tokenizer
 
 FORMAT_VERSION = 1
 META_FILE = "bm25_meta.json"  # settings, versions, document count

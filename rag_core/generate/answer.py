@@ -31,9 +31,9 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any, Sequence
 
-from rag_core.citations import CitationCheck, check_citations
+from rag_core.generate.citations import CitationCheck, check_citations
 from rag_core.config import RagConfig
-from rag_core.llm import KEY_ENV, LLMClient, LLMError, complete_with_retries, has_api_key
+from rag_core.generate.llm import KEY_ENV, LLMClient, LLMError, complete_with_retries, has_api_key
 from rag_core.records import Hit
 
 NO_ANSWER_TEXT = "The documents do not contain the answer to this question."
@@ -90,7 +90,7 @@ def passage_dict(hit: Hit) -> dict[str, Any]:
 
 # --- prompt -------------------------------------------------------------------------------------
 def system_prompt(passage_tag: str = "passage-NONCE") -> str:
-    template = resources.files("rag_core.prompts").joinpath("system_prompt.txt").read_text(encoding="utf-8")
+    template = resources.files("rag_core.generate.prompts").joinpath("system_prompt.txt").read_text(encoding="utf-8")
     return template.replace("{passage_tag}", passage_tag)
 
 
@@ -170,7 +170,7 @@ def answer_question(
 
     ``use_llm=False`` gives the extractive answer without calling the LLM. LLM failures raise an
     ``LLMError`` subclass, unless ``fallback_to_extractive``: then the extractive answer, with a warning.
-    ``retries`` / ``backoff_s`` / ``max_delay_s``: see ``rag_core.llm.complete_with_retries``.
+    ``retries`` / ``backoff_s`` / ``max_delay_s``: see ``rag_core.generate.llm.complete_with_retries``.
     """
     passages = tuple(hits[: config.k])
     if not any(passage_clears(hit, config) for hit in passages):

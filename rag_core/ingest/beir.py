@@ -25,7 +25,7 @@ import random
 import warnings
 from pathlib import Path
 
-from rag_core.golden import Evidence, GoldenQuery, GoldenSetError, read_jsonl
+from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError, read_jsonl
 from rag_core.records import Document
 
 

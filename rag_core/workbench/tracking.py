@@ -21,7 +21,7 @@ What a run holds (``log_evaluation``):
 Secrets: params are settings only, but as a guard nothing is logged whose value contains the value
 of a set API-key variable (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``): ``SecretInRun`` is raised
 before the run is written. Sweeps (``rag_core.workbench``) add the executed notebook to a run;
-reading runs back for comparison is ``rag_core.compare``.
+reading runs back for comparison is ``rag_core.workbench.compare``.
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from rag_core.llm import KEY_ENV
+from rag_core.generate.llm import KEY_ENV
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
-from rag_core.relevance import LEVELS, collapse_ranking
+from rag_core.evaluate.relevance import LEVELS, collapse_ranking
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
 
-    from rag_core.evaluate import EvalReport
+    from rag_core.evaluate.evaluation import EvalReport
 
 SECRET_ENV_VARS = tuple(KEY_ENV.values())  # ANTHROPIC_API_KEY, OPENAI_API_KEY
 TAG_PREFIX = "rag."

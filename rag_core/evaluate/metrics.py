@@ -8,10 +8,10 @@ The definitions are ranx's (``ranx.evaluate`` with ``recall@k``, ``ndcg@k``, ``h
 and the tests check every value against ranx on random rankings. They are computed here, in a few
 lines of Python, because ranx compiles numba code in every new process (3-6 s, 40 s in a new
 environment): more than a whole ``eval`` of a BM25 run. ranx stays the tool for significance tests
-(``rag_core.compare``).
+(``rag_core.workbench.compare``).
 
 Every query of the qrels counts in every average; a query with nothing retrieved or nothing
-relevant scores 0. Building qrels from evidence is ``rag_core.relevance``; logging is the tracking
+relevant scores 0. Building qrels from evidence is ``rag_core.evaluate.relevance``; logging is the tracking
 module's job.
 """
 
@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from rag_core.records import Chunk
-from rag_core.relevance import LEVELS, QrelsByLevel, collapse_ranking
+from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking
 
 
 @dataclass(frozen=True)

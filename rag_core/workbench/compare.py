@@ -7,10 +7,10 @@ param (settings as numbers where they are numbers) and every metric, with ``@`` 
 retried after a failure has several child runs; only its latest finished one is kept.
 
 The significance test rebuilds ranx ``Qrels`` and ``Run`` objects from the ``ranx/qrels.json`` and
-``ranx/run.json`` artifacts that ``rag_core.tracking`` logs with every run. It is done at page or
+``ranx/run.json`` artifacts that ``rag_core.workbench.tracking`` logs with every run. It is done at page or
 document level, whose relevance does not depend on the chunking; chunk-level relevance differs
 between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.workbench`` and
-``notebooks/03-compare.ipynb``; logging runs is ``rag_core.tracking``.
+``notebooks/03-compare.ipynb``; logging runs is ``rag_core.workbench.tracking``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rag_core.config import RagConfig, setting_names
-from rag_core.tracking import PARENT_RUN_TAG, TAG_PREFIX, Tracker, run_metrics
+from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, Tracker, run_metrics
 
 if TYPE_CHECKING:
     import pandas as pd
     from ranx.data_structures.report import Report
 
-NOTHING_RETRIEVED = "__nothing_retrieved__"  # stands in for an empty ranking (scores 0, as rag_core.metrics)
+NOTHING_RETRIEVED = "__nothing_retrieved__"  # stands in for an empty ranking (scores 0, as rag_core.evaluate.metrics)
 NOTHING_RELEVANT = "__nothing_relevant__"  # stands in for a query without relevant items at a level
 
 

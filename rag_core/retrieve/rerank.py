@@ -8,7 +8,7 @@ to cache. The pipeline re-scores the top ``rerank_depth`` fused candidates. Refe
 "Passage Re-ranking with BERT" (2019).
 
 A model that cannot be loaded is not replaced: ``unavailable()`` gives the reason, and the pipeline
-then runs without re-ranking (``rag_core.models`` explains the only stand-in, asked for by name).
+then runs without re-ranking (``rag_core.retrieve.models`` explains the only stand-in, asked for by name).
 Left out: listwise re-rankers and LLM re-ranking.
 """
 
@@ -18,8 +18,8 @@ import time
 from dataclasses import dataclass
 from typing import Sequence
 
-from rag_core.cache import ScoreCache, text_sha1
-from rag_core.models import LoadedModel, ModelLoadError, load_cross_encoder
+from rag_core.retrieve.cache import ScoreCache, text_sha1
+from rag_core.retrieve.models import LoadedModel, ModelLoadError, load_cross_encoder
 
 
 _UNAVAILABLE: dict[str, ModelLoadError] = {}  # model name -> why it cannot be loaded, in this process

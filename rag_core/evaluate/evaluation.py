@@ -8,7 +8,7 @@ computed on ten passages and compares with published figures. ``k`` is the numbe
 to the LLM; the ``context/*`` metrics describe those k passages: ``context/recall`` (share of the
 query's relevant chunks among them), ``context/precision`` (share of them that are relevant) and
 ``context/words`` (their total length), which is what the ``k`` setting trades.
-Answers and the LLM judge are optional (``judge=True``). Logging to MLflow is ``rag_core.tracking``'s job.
+Answers and the LLM judge are optional (``judge=True``). Logging to MLflow is ``rag_core.workbench.tracking``'s job.
 Left out: graded relevance (evidence is binary).
 """
 
@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rag_core.config import RagConfig
-from rag_core.corpus import Corpus
-from rag_core.golden import GoldenQuery
-from rag_core.metrics import evaluate_rankings, first_relevant_rank, latency_summary
-from rag_core.pipeline import Pipeline, Retrieval
+from rag_core.ingest.corpus import Corpus
+from rag_core.evaluate.golden import GoldenQuery
+from rag_core.evaluate.metrics import evaluate_rankings, first_relevant_rank, latency_summary
+from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.records import Chunk
-from rag_core.relevance import QrelsByLevel, build_qrels
+from rag_core.evaluate.relevance import QrelsByLevel, build_qrels
 
 # Pipeline stages in order, as named in the per-query table.
 TRACE_STAGES = ("dense", "bm25", "fused", "rerank", "final")
@@ -105,7 +105,7 @@ def evaluate_config(
     rows = [trace_row(query, retrievals[query.id], qrels["chunk"][query.id], result.per_query[query.id])
             for query in queries]
     if judge:
-        from rag_core.answer_eval import judge_answers
+        from rag_core.evaluate.answers import judge_answers
 
         judge_metrics, judge_rows = judge_answers(queries, retrievals, config, progress=progress)
         metrics.update(judge_metrics)

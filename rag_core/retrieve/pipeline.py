@@ -1,6 +1,6 @@
 """The orchestrator: query -> dense and/or BM25 -> Reciprocal Rank Fusion -> cross-encoder -> ranking.
 
-Every stage can also be used on its own (``rag_core.bm25``, ``rag_core.fusion``, ``rag_core.rerank``,
+Every stage can also be used on its own (``rag_core.retrieve.bm25``, ``rag_core.retrieve.fusion``, ``rag_core.retrieve.rerank``,
 ...); this file only composes them and times each stage. A ``Retrieval`` keeps the ranked list of
 every stage, and each ``Hit`` carries its rank and score at every stage it went through, which is
 what ``query --explain``, the exploration notebook and the per-stage evaluation read.
@@ -30,11 +30,11 @@ from pathlib import Path
 from typing import Sequence
 
 from rag_core.config import RagConfig
-from rag_core.corpus import Corpus
-from rag_core.fusion import reciprocal_rank_fusion
-from rag_core.index import Index
+from rag_core.ingest.corpus import Corpus
+from rag_core.retrieve.fusion import reciprocal_rank_fusion
+from rag_core.retrieve.index import Index
 from rag_core.records import Hit, ScoredId, StageScore
-from rag_core.rerank import Reranker
+from rag_core.retrieve.rerank import Reranker
 
 STAGES = ("dense", "bm25", "fused", "rerank")
 MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB each)

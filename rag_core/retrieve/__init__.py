@@ -1,0 +1,10 @@
+"""Retrieve: embeddings in a vector store, BM25, Reciprocal Rank Fusion and cross-encoder re-ranking,
+composed by ``Pipeline``; the models and the on-disk cache they share."""
+
+from rag_core._lazy import lazy_exports
+
+__getattr__, __all__ = lazy_exports(__name__, {
+    "Pipeline": "pipeline", "Retrieval": "pipeline", "Index": "index", "BM25Index": "bm25", "Embedder": "embed",
+    "Reranker": "rerank", "RerankScores": "rerank", "reciprocal_rank_fusion": "fusion",
+    "ChromaVectorStore": "vectorstore", "ScoreCache": "cache", "ModelLoadError": "models",
+})
