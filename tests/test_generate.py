@@ -9,7 +9,7 @@ import pytest
 
 from llm_fixtures import FAST, PLANTED_KEY, anthropic_env, clean_llm_env, llm_server, make_hit, openai_env  # noqa: F401
 from llm_server import rate_limited, reply
-from rag_core.generate import answer as generate
+import rag_core.generate.answer as generate
 from rag_core.config import DEFAULT_LLM_MODEL, RagConfig, load_config
 from rag_core.generate.answer import EXTRACTIVE_LABEL, NO_ANSWER_TEXT, answer_question, build_prompt, passage_clears
 from rag_core.generate.llm import InvalidAPIKey, LLMClient

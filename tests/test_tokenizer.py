@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from rag_core.retrieve import tokenizer as tokenizer_module
+import rag_core.retrieve.tokenizer as tokenizer_module
 from rag_core.retrieve.tokenizer import ENGLISH_STOP_WORDS, TOKENIZERS, get_tokenizer
 
 ERROR_TEXT = "Error QM-4021: the max_inflight_batches setting is Running."
