@@ -5,6 +5,7 @@ share is embedded once; cross-encoder scores by (model, query, sha1 of the passa
 lets sweep points running in parallel processes share one cache. Each ``put_*`` call is one
 transaction, committed before it returns, so a process killed later keeps everything it put (the
 embedder puts one batch at a time). Delete the file to start over.
+Left out: evicting old entries (the cache only grows), sharing one cache between stores.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ its documents only after their indexes are built: a killed ingest leaves the sto
 (what it had embedded stays in the cache), and queries, which never wait for the lock, always see a
 registered corpus whose indexes exist. A store that is a file is bad input (exit 2); a store that
 cannot be written is a ``StoreError`` naming the path and the cause (exit 1).
+Left out: removing documents from a store, waiting for an ingest before querying (queries see the
+last complete one).
 """
 
 from __future__ import annotations
