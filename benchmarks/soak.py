@@ -123,7 +123,8 @@ def soak(seconds: float, processes: int, hybrid: int, workdir: Path) -> dict:
     workers = [_start_worker(store, "hybrid" if n < hybrid else "bm25", workdir, n) for n in range(processes)]
     _wait_until_ready(workers, workdir)
     until = time.time() + seconds
-    (workdir / "go").write_text(repr(until))  # all start together, warm, while the ingest runs
+    (workdir / "go.tmp").write_text(repr(until))  # all start together, warm, while the ingest runs
+    (workdir / "go.tmp").rename(workdir / "go")  # at once: a worker never reads it half written
     rounds, added = 0, 0
     while time.time() < until:
         for _ in range(2):
@@ -141,8 +142,8 @@ def soak(seconds: float, processes: int, hybrid: int, workdir: Path) -> dict:
         "queries": len(latencies), "queries_per_s": len(latencies) / seconds,
         "p50_ms": _percentile(latencies, 50), "p95_ms": _percentile(latencies, 95),
         "max_ms": max(latencies, default=0.0),
-        "queries_by_mode": {mode: sum(len(r["latencies_ms"]) for r in results if r["mode"] == mode)
-                            for mode in ("bm25", "hybrid")},
+        "by_mode": {mode: _summary([ms for r in results if r["mode"] == mode for ms in r["latencies_ms"]])
+                    for mode in ("bm25", "hybrid")},
         "errors": len(errors), "error_samples": errors[:10],
         "ingest_rounds": rounds, "documents_added": added,
         **compare_with_serial(folder, store, workdir / "serial-store", config),
@@ -205,13 +206,18 @@ def _percentile(samples: list[float], q: float) -> float:
     return float(np.percentile(samples, q)) if samples else 0.0
 
 
+def _summary(latencies: list[float]) -> dict:
+    return {"queries": len(latencies), "p50_ms": _percentile(latencies, 50), "p95_ms": _percentile(latencies, 95)}
+
+
 def print_table(result: dict) -> None:
     rows = [
         ("query processes", f"{result['processes']} ({result['hybrid_processes']} hybrid)"),
         ("seconds", f"{result['seconds']:g}"),
-        ("queries", f"{result['queries']} ({result['queries_by_mode']['bm25']} bm25, "
-                    f"{result['queries_by_mode']['hybrid']} hybrid), {result['queries_per_s']:.1f}/s"),
+        ("queries", f"{result['queries']}, {result['queries_per_s']:.1f}/s"),
         ("latency p50 / p95 / max", f"{result['p50_ms']:.0f} / {result['p95_ms']:.0f} / {result['max_ms']:.0f} ms"),
+        *((f"  {mode}: queries, p50 / p95", f"{by['queries']}, {by['p50_ms']:.0f} / {by['p95_ms']:.0f} ms")
+          for mode, by in result["by_mode"].items()),
         ("errors", str(result["errors"])),
         ("ingest rounds", f"{result['ingest_rounds']} ({result['documents_added']} documents added)"),
         ("final store", f"{result['final_documents']} documents, {result['final_chunks']} chunks"),

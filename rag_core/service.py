@@ -29,6 +29,7 @@ from rag_core.config import RagConfig
 from rag_core.corpus import Corpus, DocumentStore, exclusive_lock, write_json_atomic
 from rag_core.ingest import read_documents
 from rag_core.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.records import Document
 
 
 class BadInput(Exception):
@@ -89,7 +90,7 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
             return _ingest_locked(result.documents, store_dir, config, progress, report)
 
 
-def _ingest_locked(read: list, store_dir: Path, config: RagConfig, progress: bool,
+def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, progress: bool,
                    report: dict[str, Any]) -> dict[str, Any]:
     """Stage the documents read, build their indexes, and only then register them."""
     documents = DocumentStore(store_dir)

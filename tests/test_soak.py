@@ -25,7 +25,7 @@ def test_queries_during_ingests_all_answer_from_a_consistent_store(tmp_path):
     soak = json.loads(output.read_text())
     assert soak["errors"] == 0, soak["error_samples"]
     assert soak["ingest_rounds"] >= 1 and soak["documents_added"] >= 2  # the ingest really ran meanwhile
-    assert soak["queries_by_mode"]["bm25"] > 0 and soak["queries_by_mode"]["hybrid"] > 0
+    assert soak["by_mode"]["bm25"]["queries"] > 0 and soak["by_mode"]["hybrid"]["queries"] > 0
     assert soak["final_store_equals_serial"], soak["differences"]
     assert soak["final_documents"] == 10 + soak["documents_added"]
     assert result.returncode == 0
