@@ -83,4 +83,3 @@ class Embedder:
             encoded = tokenizer(list(texts[start : start + 256]), add_special_tokens=True, truncation=False)["input_ids"]
             truncated += sum(len(ids) > limit for ids in encoded)
         return truncated
-
