@@ -1,13 +1,16 @@
 """One frozen dataclass holds every setting; YAML files and CLI flags set them.
 
-Precedence, lowest first: defaults, the YAML file, environment variables (models and LLM provider
-only), explicit overrides (CLI flags, notebook parameters). Unknown keys are an error naming the key.
+Precedence, lowest first: defaults, the YAML file, environment variables (models, LLM provider and
+LLM timeout / retries only: ``ENV_OVERRIDES``), explicit overrides (CLI flags, notebook parameters).
+Unknown keys are an error naming the key; every numeric setting is checked against its range (NaN
+and infinity included) before anything runs.
 Where the store lives is not a setting: it changes where results are kept, never what they are.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -31,6 +34,8 @@ ENV_OVERRIDES = {
     "rerank_model": "RAG_RERANK_MODEL",
     "llm_model": "RAG_LLM_MODEL",
     "llm_provider": "LLM_PROVIDER",
+    "llm_timeout_s": "RAG_LLM_TIMEOUT_S",
+    "llm_max_retries": "RAG_LLM_MAX_RETRIES",
 }
 
 
@@ -64,13 +69,18 @@ class RagConfig:
     llm_provider: str = "anthropic"
     llm_model: str = DEFAULT_LLM_MODEL
     max_answer_tokens: int = 1024
+    llm_timeout_s: float = 20.0  # per request; with llm_max_retries 2, a query waits about 60 s at most
+    llm_max_retries: int = 2  # retries of a timed-out, rate-limited, 5xx or malformed request
     min_rerank_score: float = 0.0  # no-answer threshold on the cross-encoder score (logit)
     min_retriever_agreement: int = 2  # without re-ranker: a passage must be found by this many retrievers
     # evaluation
     metrics_k: tuple[int, ...] = (5, 10)
 
     def __post_init__(self) -> None:
+        # Each message starts with the setting's name; NaN passes no comparison, so finiteness comes first.
         checks = [
+            *((math.isfinite(getattr(self, name)), f"{name} must be a finite number")
+              for name in ("bm25_k1", "bm25_b", "min_rerank_score", "llm_timeout_s")),
             (self.chunk_size > 0, "chunk_size must be > 0"),
             (0 <= self.overlap < self.chunk_size, "overlap must be >= 0 and < chunk_size"),
             (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
@@ -80,12 +90,20 @@ class RagConfig:
             (self.rerank_depth >= 0, "rerank_depth must be >= 0"),
             (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {', '.join(TOKENIZERS)}"),
             (self.bm25_backend in BM25_BACKENDS, f"bm25_backend must be one of {', '.join(BM25_BACKENDS)}"),
+            (self.bm25_k1 >= 0, "bm25_k1 must be >= 0"),
+            (0 <= self.bm25_b <= 1, "bm25_b must be between 0 and 1"),
+            (self.embed_batch_size > 0, "embed_batch_size must be > 0"),
             (self.llm_provider in LLM_PROVIDERS, f"llm_provider must be one of {', '.join(LLM_PROVIDERS)}"),
+            (self.max_answer_tokens > 0, "max_answer_tokens must be > 0"),
+            (self.llm_timeout_s > 0, "llm_timeout_s must be > 0 (seconds)"),
+            (self.llm_max_retries >= 0, "llm_max_retries must be >= 0"),
+            (self.min_retriever_agreement >= 0, "min_retriever_agreement must be >= 0"),
             (all(k > 0 for k in self.metrics_k), "metrics_k must hold positive integers"),
         ]
         for ok, message in checks:
             if not ok:
-                raise ConfigError(message)
+                setting = message.split()[0]
+                raise ConfigError(f"{message}, got {getattr(self, setting)!r}")
 
     # --- building ---------------------------------------------------------------------------
     @classmethod
@@ -137,6 +155,8 @@ SETTING_HELP = {
     "llm_provider": "anthropic | openai (env LLM_PROVIDER)",
     "llm_model": "LLM model name (env RAG_LLM_MODEL)",
     "max_answer_tokens": "maximum tokens in a generated answer",
+    "llm_timeout_s": "seconds to wait for one LLM request (env RAG_LLM_TIMEOUT_S)",
+    "llm_max_retries": "retries of a timed-out, rate-limited or failed LLM request (env RAG_LLM_MAX_RETRIES)",
     "min_rerank_score": "no-answer threshold on the cross-encoder logit",
     "min_retriever_agreement": "without re-ranking: retrievers that must find a passage for an answer",
     "metrics_k": "K values for Recall@K / nDCG@K / hit rate, comma-separated",
@@ -201,5 +221,5 @@ def _coerce(field: dataclasses.Field, value: Any, where: str) -> Any:
             items = value.split(",") if isinstance(value, str) else list(value)
             return tuple(int(item) for item in items)
         return str(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         raise ConfigError(f"setting {field.name!r} in {where}: cannot use {value!r} as {kind}") from None

@@ -3,19 +3,33 @@
 ``ingest_directory`` reads a folder into the document store and builds the indexes for a
 configuration; ``open_pipeline`` opens the store's corpus for querying; ``answer_query`` retrieves
 and answers. Formatting for the terminal lives here as well, so the CLI stays a thin layer of flags.
+
+An ingest holds the store's ingest lock (``<store>/ingest.lock``) from start to end, and registers
+its documents only after their indexes are built: a killed ingest leaves the store as it was
+(what it had embedded stays in the cache), and queries, which never wait for the lock, always see a
+registered corpus whose indexes exist. A store that is a file is bad input (exit 2); a store that
+cannot be written is a ``StoreError`` naming the path and the cause (exit 1).
+Left out: removing documents from a store, waiting for an ingest before querying (queries see the
+last complete one).
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import logging
+import os
+import sqlite3
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from rag_core.config import RagConfig
-from rag_core.ingest.corpus import Corpus, DocumentStore, write_json_atomic
-from rag_core.ingest.files import read_documents
-from rag_core.retrieve.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.corpus import Corpus, DocumentStore, exclusive_lock, write_json_atomic
+from rag_core.ingest import read_documents
+from rag_core.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.records import Document
 
 
 class BadInput(Exception):
@@ -26,19 +40,61 @@ class EmptyStore(BadInput):
     """No documents have been ingested into the store yet."""
 
 
+class StoreError(Exception):
+    """The store cannot be read or written (permissions, read-only or full disk): exit code 1."""
+
+
+log = logging.getLogger(__name__)
+
+
+@contextmanager
+def store_access(store_dir: Path):
+    """Check that `store_dir` can be a store; turn OS and SQLite failures inside it into a StoreError."""
+    if store_dir.exists() and not store_dir.is_dir():
+        raise BadInput(f"--store {store_dir} is a file, not a folder: give a folder for the index store")
+    try:
+        yield
+    except (OSError, sqlite3.Error) as exc:
+        if not _is_store_failure(exc, store_dir):
+            raise
+        where = getattr(exc, "filename", None) or store_dir
+        cause = getattr(exc, "strerror", None) or str(exc)
+        raise StoreError(f"cannot use the store {store_dir}: {where}: {cause}") from None
+
+
+_STORE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR}
+
+
+def _is_store_failure(exc: Exception, store_dir: Path) -> bool:
+    """SQLite (the cache) or a file operation under the store, or one no input file explains."""
+    if isinstance(exc, sqlite3.Error):
+        return True
+    filename = os.path.abspath(str(getattr(exc, "filename", None) or "/"))
+    return filename.startswith(os.path.abspath(store_dir)) or getattr(exc, "errno", None) in _STORE_ERRNOS
+
+
 def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progress: bool = False) -> dict[str, Any]:
     """Read `input_dir` into the store and build the indexes for `config`. Returns the ingest report
     (the ``ingest --json`` object). Bad files are skipped and reported; when nothing could be read,
     the store is left untouched."""
     if not input_dir.exists():
         raise FileNotFoundError(f"input folder not found: {input_dir}")
-    result = read_documents(input_dir, progress=progress)
-    skipped = [asdict(item) for item in result.skipped]
-    report: dict[str, Any] = {"documents_read": len(result.documents), "skipped": skipped, "store": str(store_dir)}
+    with store_access(store_dir):
+        result = read_documents(input_dir, progress=progress)
+        report: dict[str, Any] = {"documents_read": len(result.documents),
+                                  "skipped": [asdict(item) for item in result.skipped], "store": str(store_dir)}
+        if not result.documents and not (store_dir / "documents").exists():
+            return {**report, "documents": 0, "chunks": 0, "added": 0}  # nothing to do: create no store
+        store_dir.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(store_dir / "ingest.lock", on_wait=f"waiting for another ingest into {store_dir} ..."):
+            return _ingest_locked(result.documents, store_dir, config, progress, report)
+
+
+def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, progress: bool,
+                   report: dict[str, Any]) -> dict[str, Any]:
+    """Stage the documents read, build their indexes, and only then register them."""
     documents = DocumentStore(store_dir)
-    if result.documents:
-        documents.add(result.documents)
-    corpus = documents.corpus()
+    corpus = documents.stage(read)
     report["documents"] = len(corpus)
     if not len(corpus):
         report.update(chunks=0, added=0)
@@ -47,6 +103,7 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
     pipeline = Pipeline(config, corpus, store_dir, progress=progress)
     stats = pipeline.build()
     chunk_ids = [chunk.id for chunk in pipeline.index.chunks]
+    documents.commit(read)
     write_json_atomic(store_dir / "active.json", {"chunking_key": pipeline.index.chunking_key})
     report.update(
         chunks=len(chunk_ids),
@@ -80,7 +137,13 @@ def store_corpus(store_dir: Path) -> Corpus:
 
 
 def open_pipeline(store_dir: Path, config: RagConfig, progress: bool = True) -> Pipeline:
-    return Pipeline(config, store_corpus(store_dir), store_dir, progress=progress)
+    """A pipeline over the store's registered corpus. Indexes these settings have not built yet are
+    built on first use, and announced here: only an ingest builds them silently."""
+    pipeline = Pipeline(config, store_corpus(store_dir), store_dir, progress=progress)
+    if not (pipeline.index.dir / "chunks.jsonl").exists():
+        log.warning("no index of the store's %d document(s) for these chunking settings yet: building it now "
+                    "(run ingest with the same settings to build it ahead)", len(pipeline.corpus))
+    return pipeline
 
 
 @dataclass(frozen=True)
@@ -113,8 +176,11 @@ class QueryResult:
 def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: bool = True) -> QueryResult:
     from rag_core.generate.answer import answer_question
 
-    pipeline = open_pipeline(store_dir, config)
-    retrieval = pipeline.retrieve(question)
+    if not question.strip():
+        raise BadInput("the question is empty: give it in quotes, e.g. rag-pipeline query \"What is ...?\"")
+    with store_access(store_dir):
+        pipeline = open_pipeline(store_dir, config)
+        retrieval = pipeline.retrieve(question)
     answer = answer_question(question, retrieval.hits, config, use_llm=use_llm)
     return QueryResult(retrieval, answer)
 
@@ -162,7 +228,7 @@ def known_failure(exc: Exception) -> tuple[str, int] | None:
 
     if isinstance(exc, (BadInput, GoldenSetError)):
         return str(exc), 2
-    if isinstance(exc, ModelLoadError):
+    if isinstance(exc, (ModelLoadError, StoreError)):
         return str(exc), 1
     if isinstance(exc, LLMError):
         return redact(str(exc)), 1

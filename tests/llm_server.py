@@ -5,7 +5,8 @@ The real SDKs talk to it over HTTP on 127.0.0.1 (``ANTHROPIC_BASE_URL=server.ant
 ``POST /v1/chat/completions`` from a queue of ``Scripted`` responses (a text, or an HTTP error with
 the provider's error body), checks that each request has the fields the API requires (else 400), and
 records every request (path, headers without the credentials, JSON body) for tests to assert on.
-A 401 echoes the key it received, as a careless server might, so that tests can check redaction.
+A 401 echoes the key it received, as a careless server might, so that tests can check redaction;
+``malformed`` sends a 200 with a broken body and ``hanging`` answers only after a delay.
 An empty queue answers 500, so a test never passes on an unplanned call. Left out: streaming, tools.
 """
 
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +34,8 @@ class Scripted:
     model: str | None = None  # model reported in the reply (default: the one requested + "-test")
     input_tokens: int = 42
     output_tokens: int = 7
+    raw_body: str | None = None  # sent as is (with ``status``) instead of a well-formed reply
+    delay_s: float = 0.0  # wait this long before answering (a hanging server)
 
 
 def reply(text: str, **kwargs: Any) -> Scripted:
@@ -40,6 +44,16 @@ def reply(text: str, **kwargs: Any) -> Scripted:
 
 def rate_limited(retry_after: str = "0") -> Scripted:
     return Scripted(status=429, headers={"retry-after": retry_after})
+
+
+def malformed(body: str) -> Scripted:
+    """HTTP 200 whose body is not the API's JSON (or not JSON at all)."""
+    return Scripted(raw_body=body)
+
+
+def hanging(seconds: float) -> Scripted:
+    """A reply that comes only after ``seconds``: longer than the client's timeout, it never arrives."""
+    return Scripted(text="too late", delay_s=seconds)
 
 
 def prompt_too_long() -> Scripted:
@@ -161,6 +175,10 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             scripted = server._next()
             if scripted is None:
                 return self._error(api, Scripted(status=500, message="fake server: no scripted response left"), key)
+            if scripted.delay_s:
+                time.sleep(scripted.delay_s)
+            if scripted.raw_body is not None:
+                return self._send_raw(scripted.status, scripted.raw_body.encode())
             if scripted.status != 200:
                 return self._error(api, scripted, key)
             model = scripted.model or f"{body['model']}-test"
@@ -194,7 +212,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             self._send(scripted.status, payload, scripted.headers)
 
         def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-            data = json.dumps(payload).encode()
+            self._send_raw(status, json.dumps(payload).encode(), headers)
+
+        def _send_raw(self, status: int, data: bytes, headers: dict[str, str] | None = None) -> None:
             self.send_response(status)
             self.send_header("content-type", "application/json")
             self.send_header("content-length", str(len(data)))
@@ -202,7 +222,10 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             for name, value in (headers or {}).items():
                 self.send_header(name, value)
             self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+                pass
 
     return Handler
 

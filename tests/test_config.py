@@ -57,3 +57,31 @@ def test_every_setting_is_a_documented_cli_flag():
     help_text = build_parser()._subparsers._group_actions[0].choices["query"].format_help()
     for name in setting_names():
         assert "--" + name.replace("_", "-") in help_text
+
+
+@pytest.mark.parametrize("changes, setting", [
+    ({"bm25_k1": -5}, "bm25_k1"), ({"bm25_k1": "nan"}, "bm25_k1"), ({"bm25_k1": "inf"}, "bm25_k1"),
+    ({"bm25_b": 7}, "bm25_b"), ({"bm25_b": -0.1}, "bm25_b"), ({"embed_batch_size": 0}, "embed_batch_size"),
+    ({"max_answer_tokens": -5}, "max_answer_tokens"), ({"min_rerank_score": "nan"}, "min_rerank_score"),
+    ({"llm_timeout_s": 0}, "llm_timeout_s"), ({"llm_timeout_s": "inf"}, "llm_timeout_s"),
+    ({"llm_max_retries": -1}, "llm_max_retries"), ({"k": float("inf")}, "'k'"), ({"rrf_k": -1}, "rrf_k"),
+])
+def test_numeric_settings_are_checked_against_their_range(changes, setting):
+    with pytest.raises(ConfigError, match=setting):
+        RagConfig.from_dict(changes)
+
+
+def test_edges_of_the_ranges_are_allowed():
+    config = RagConfig.from_dict({"bm25_k1": 0, "bm25_b": 1, "llm_max_retries": 0, "min_rerank_score": -3.5})
+    assert (config.bm25_k1, config.bm25_b, config.llm_max_retries) == (0.0, 1.0, 0)
+
+
+def test_llm_timeout_and_retries_come_from_the_environment(monkeypatch):
+    assert RagConfig().llm_timeout_s * (RagConfig().llm_max_retries + 1) <= 60  # what a person waits at a prompt
+    monkeypatch.setenv("RAG_LLM_TIMEOUT_S", "2.5")
+    monkeypatch.setenv("RAG_LLM_MAX_RETRIES", "0")
+    config = load_config()
+    assert (config.llm_timeout_s, config.llm_max_retries) == (2.5, 0)
+    monkeypatch.setenv("RAG_LLM_TIMEOUT_S", "-1")
+    with pytest.raises(ConfigError, match="llm_timeout_s"):
+        load_config()

@@ -123,3 +123,11 @@ def test_empty_file_is_an_error(tmp_path):
 def test_missing_file_is_an_error(tmp_path):
     with pytest.raises(GoldenSetError, match="not found"):
         load_golden(tmp_path / "nope.jsonl")
+
+
+def test_a_golden_file_with_a_byte_order_mark_is_read(tmp_path):
+    path = tmp_path / "golden.jsonl"
+    record = {"id": "q1", "query": "Who is on call?", "evidence": [{"source": "guides/runbook.pdf"}]}
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(record).encode() + b"\n")  # as Notepad saves UTF-8
+    [query] = load_golden(path, DOC_IDS)
+    assert (query.id, query.line) == ("q1", f"{path}:1")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import socket
+import time
 import traceback
 
 import pytest
@@ -17,14 +18,16 @@ from llm_fixtures import (  # noqa: F401
     llm_server,
     openai_env,
 )
-from llm_server import prompt_too_long, rate_limited, reply
+from llm_server import hanging, malformed, prompt_too_long, rate_limited, reply
 from rag_core.config import RagConfig
 from rag_core.generate.llm import (
     ContextTooLong,
     InvalidAPIKey,
     LLMClient,
     LLMError,
+    LLMTimeout,
     LLMUnavailable,
+    MalformedResponse,
     MissingAPIKey,
     RateLimited,
     complete_with_retries,
@@ -144,3 +147,36 @@ def test_redact():
 def test_redact_masks_a_configured_key_of_any_shape(clean_llm_env):
     clean_llm_env.setenv("OPENAI_API_KEY", "plainsecretvalue")
     assert redact("got plainsecretvalue back") == "got *** back"
+
+
+# --- malformed replies and hanging servers -----------------------------------------------------
+@pytest.mark.parametrize("env", ["anthropic_env", "openai_env"])
+@pytest.mark.parametrize("body", ["not json {", "[]", '{"unexpected": 1}', '{"content": "x", "model": 3}'])
+def test_malformed_success_reply_is_a_clear_error(env, body, request):
+    server = request.getfixturevalue(env)
+    provider = "openai" if env == "openai_env" else "anthropic"
+    server.script(malformed(body))
+    with pytest.raises(MalformedResponse, match=f"malformed response from {provider}.*HTTP 200"):
+        LLMClient(provider).complete("system", "user", 10)
+
+
+def test_malformed_reply_is_retried_like_a_server_error(anthropic_env):
+    anthropic_env.script(malformed("<html>proxy error</html>"), reply("fine"))
+    assert complete_with_retries(LLMClient(), "system", "user", 10, retries=1, **FAST).text == "fine"
+    assert len(anthropic_env.requests) == 2
+
+
+def test_hanging_server_times_out_and_says_which_limit_it_hit(anthropic_env):
+    anthropic_env.script(hanging(5), hanging(5))
+    started = time.perf_counter()
+    with pytest.raises(LLMTimeout) as caught:
+        complete_with_retries(LLMClient(timeout_s=0.3), "system", "user", 10, retries=1, **FAST)
+    assert time.perf_counter() - started < 3  # two tries of 0.3 s, not 2 x 120 s
+    assert "llm_timeout_s=0.3" in str(caught.value)
+    assert "gave up after 2 tries (llm_max_retries=1)" in str(caught.value)
+    assert_no_key(caught.value)
+
+
+def test_client_from_config_takes_the_timeout():
+    config = RagConfig(llm_timeout_s=7.5)
+    assert LLMClient.from_config(config, api_key="sk-test-abcdefgh").timeout_s == 7.5

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
 
-from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError
+from rag_core.golden import Evidence, GoldenQuery, GoldenSetError, load_golden
 from rag_core.records import Chunk, Document
 from rag_core.evaluate.relevance import EvidenceNotFound, build_qrels, collapse_ranking, locate_evidence
 
@@ -240,3 +241,17 @@ def test_collapse_ranking_first_occurrence_wins(report, other, window_chunks):
     assert collapse_ranking([], "page") == []
     with pytest.raises(ValueError, match="valid levels: chunk, page, doc"):
         collapse_ranking(ranked, "section")
+
+
+@pytest.mark.parametrize("evidence, error", [
+    ({"source": "report.pdf", "page": 9}, "evidence page 9 is outside 'report.pdf'"),
+    ({"source": "report.pdf", "page": 2, "text": "the moon is made of green cheese"}, "evidence text not found"),
+])
+def test_evidence_errors_name_the_golden_file_and_line(tmp_path, report, sentence_chunks, evidence, error):
+    path = tmp_path / "golden.jsonl"
+    lines = [{"id": "q1", "query": "fine?", "evidence": [{"source": "report.pdf"}]},
+             {"id": "q2", "query": "broken?", "evidence": [evidence]}]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    with pytest.raises(GoldenSetError) as caught:
+        build_qrels(load_golden(path), {"report.pdf": report}, sentence_chunks)
+    assert str(caught.value).startswith(f"{path}:2 (query q2): ") and error in str(caught.value)

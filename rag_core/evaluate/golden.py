@@ -9,9 +9,12 @@ One query per line, independent of any chunking (SPEC section 5)::
 ``{"id"?, "query", "relevant_ids": [chunk ids]}`` is accepted too, with a warning: chunk ids belong
 to one chunking, so its metrics cannot be compared across chunk sizes.
 
-Every error is a ``GoldenSetError`` that names the file, the line and the query id. This file only
-reads and checks the set; turning evidence into relevant chunks, pages and documents is
-``rag_core.evaluate.relevance``, and BEIR qrels are read by ``rag_core.ingest.beir``.
+Every error is a ``GoldenSetError`` that names the file, the line and the query id; each query
+keeps its ``file:line`` (``GoldenQuery.label``) for the errors found later, against the documents.
+A UTF-8 byte order mark at the start of the file is ignored. This file only reads and checks the
+set; turning evidence into relevant chunks, pages and documents is ``rag_core.relevance``, and BEIR
+qrels are read by ``rag_core.beir``.
+Left out: other encodings than UTF-8, JSON arrays (one object per line only).
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from __future__ import annotations
 import difflib
 import json
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection, Iterator
 
@@ -44,6 +47,12 @@ class GoldenQuery:
     answer: str | None
     evidence: tuple[Evidence, ...]
     relevant_ids: tuple[str, ...] = ()  # simple format only: chunk ids of one chunking
+    line: str = field(default="", compare=False)  # "file:line" it was read from, for errors found later (rag_core.relevance)
+
+    @property
+    def label(self) -> str:
+        """How errors name the query: ``golden.jsonl:12 (query q07)``."""
+        return f"{self.line} (query {self.id})" if self.line else f"query {self.id}"
 
     @property
     def sources(self) -> tuple[str, ...]:
@@ -90,7 +99,7 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
 def read_jsonl(path: Path) -> Iterator[tuple[int, str, dict]]:
     """(line number, "file:line", record) for each non-blank line; a line that is not a JSON object
     raises GoldenSetError naming the file and line."""
-    with path.open(encoding="utf-8") as lines:
+    with path.open(encoding="utf-8-sig") as lines:  # a BOM, as some editors write, is not part of line 1
         for line_number, line in enumerate(lines, start=1):
             if not line.strip():
                 continue
@@ -104,9 +113,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, str, dict]]:
             yield line_number, where, record
 
 
-def _parse_record(record: dict, where: str, line_number: int, known_docs: set[str] | None) -> GoldenQuery:
+def _parse_record(record: dict, line: str, line_number: int, known_docs: set[str] | None) -> GoldenQuery:
     query_id = str(record["id"]) if record.get("id") not in (None, "") else f"q{line_number}"
-    where = f"{where} (query {query_id})"
+    where = f"{line} (query {query_id})"
 
     query = record.get("query")
     if not isinstance(query, str) or not query.strip():
@@ -125,7 +134,7 @@ def _parse_record(record: dict, where: str, line_number: int, known_docs: set[st
         _parse_evidence(item, f"{where}, evidence {index + 1}", known_docs)
         for index, item in enumerate(raw_evidence or [])
     )
-    return GoldenQuery(query_id, query, answer, evidence, relevant_ids)
+    return GoldenQuery(query_id, query, answer, evidence, relevant_ids, line)
 
 
 def _parse_evidence(item: Any, where: str, known_docs: set[str] | None) -> Evidence:

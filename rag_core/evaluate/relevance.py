@@ -196,10 +196,10 @@ def build_qrels(
             document = documents.get(evidence.source)
             if document is None:
                 raise GoldenSetError(
-                    f"query {query.id}: evidence source {evidence.source!r} is not a document of the corpus; "
+                    f"{query.label}: evidence source {evidence.source!r} is not a document of the corpus; "
                     + known_documents_hint(evidence.source, documents.keys())
                 )
-            found_chunks, pages = _evidence_items(query.id, evidence, document, chunks_of.get(document.doc_id, []))
+            found_chunks, pages = _evidence_items(query.label, evidence, document, chunks_of.get(document.doc_id, []))
             relevant_chunks.update(dict.fromkeys(found_chunks))
             relevant_pages.update(dict.fromkeys(page_item_id(document.doc_id, page) for page in pages))
             relevant_docs[document.doc_id] = None
@@ -208,7 +208,7 @@ def build_qrels(
             unknown = [chunk_id for chunk_id in query.relevant_ids if chunk_id not in chunk_by_id]
             if unknown:
                 raise GoldenSetError(
-                    f"query {query.id}: relevant_ids {', '.join(map(repr, unknown[:3]))} are not chunks of "
+                    f"{query.label}: relevant_ids {', '.join(map(repr, unknown[:3]))} are not chunks of "
                     "this chunking (relevant_ids are tied to the chunking they were written for)"
                 )
             given = [chunk_by_id[chunk_id] for chunk_id in query.relevant_ids]
@@ -223,19 +223,19 @@ def build_qrels(
 
 
 def _evidence_items(
-    query_id: str, evidence: Evidence, document: Document, doc_chunks: list[Chunk]
+    where: str, evidence: Evidence, document: Document, doc_chunks: list[Chunk]
 ) -> tuple[list[str], range]:
-    """(relevant chunk ids, relevant pages) of one piece of evidence."""
+    """(relevant chunk ids, relevant pages) of one piece of evidence; errors start with `where`."""
     if evidence.page is not None and not 1 <= evidence.page <= document.n_pages:
         raise GoldenSetError(
-            f"query {query_id}: evidence page {evidence.page} is outside {document.doc_id!r} "
+            f"{where}: evidence page {evidence.page} is outside {document.doc_id!r} "
             f"({document.n_pages} pages)"
         )
     if evidence.text is not None:
         try:
             start, end = locate_evidence(document, evidence.text, page=evidence.page)
         except EvidenceNotFound as exc:
-            raise EvidenceNotFound(f"query {query_id}: {exc}") from exc
+            raise EvidenceNotFound(f"{where}: {exc}") from exc
         hits = [c.id for c in doc_chunks if c.char_start < end and c.char_end > start]
         return hits, range(document.page_at(start), document.page_at(end - 1) + 1)
     if evidence.page is not None:

@@ -9,7 +9,8 @@
 Passage text is untrusted. Each passage sits inside ``<passage-NONCE ...>`` ... ``</passage-NONCE>``
 where NONCE is random per request and chosen so that it occurs in no passage and not in the
 question: a document cannot close its own element, so text inside it stays data. The text itself is
-passed unchanged (the model may quote it).
+passed unchanged (the model may quote it). The document id, printed in the header line before each
+passage, has its control characters escaped (``rag_core.doc_ids``), so no file name can add a line.
 
 Relevance threshold (``passage_clears``), per passage:
 - re-ranked (a ``"rerank"`` stage): cross-encoder score >= ``config.min_rerank_score``;
@@ -33,7 +34,8 @@ from typing import Any, Sequence
 
 from rag_core.generate.citations import CitationCheck, check_citations
 from rag_core.config import RagConfig
-from rag_core.generate.llm import KEY_ENV, LLMClient, LLMError, complete_with_retries, has_api_key
+from rag_core.doc_ids import escape_controls
+from rag_core.llm import KEY_ENV, LLMClient, LLMError, complete_with_retries, has_api_key
 from rag_core.records import Hit
 
 NO_ANSWER_TEXT = "The documents do not contain the answer to this question."
@@ -117,9 +119,9 @@ def format_passages(hits: Sequence[Hit], tag: str) -> str:
             f'id="{number}" source="{html.escape(chunk.doc_id)}" pages="{pages}" '
             f'cite="{html.escape(chunk.citation())}"'
         )
-        blocks.append(
-            f"[{number}] {chunk.doc_id}, {where}; cite as {chunk.citation()}\n<{tag} {attrs}>\n{chunk.text}\n</{tag}>"
-        )
+        # The header and the opening tag are one line each, whatever the id holds (rag_core.doc_ids).
+        header = escape_controls(f"[{number}] {chunk.doc_id}, {where}; cite as {chunk.citation()}")
+        blocks.append(f"{header}\n{escape_controls(f'<{tag} {attrs}>')}\n{chunk.text}\n</{tag}>")
     return "\n\n".join(blocks)
 
 
@@ -162,7 +164,7 @@ def answer_question(
     *,
     use_llm: bool = True,
     fallback_to_extractive: bool = False,
-    retries: int = 2,
+    retries: int | None = None,
     backoff_s: float = 1.0,
     max_delay_s: float = 30.0,
 ) -> Answer:
@@ -170,7 +172,8 @@ def answer_question(
 
     ``use_llm=False`` gives the extractive answer without calling the LLM. LLM failures raise an
     ``LLMError`` subclass, unless ``fallback_to_extractive``: then the extractive answer, with a warning.
-    ``retries`` / ``backoff_s`` / ``max_delay_s``: see ``rag_core.generate.llm.complete_with_retries``.
+    ``retries`` (default: ``config.llm_max_retries``) / ``backoff_s`` / ``max_delay_s``: see
+    ``rag_core.llm.complete_with_retries``.
     """
     passages = tuple(hits[: config.k])
     if not any(passage_clears(hit, config) for hit in passages):
@@ -188,7 +191,7 @@ def answer_question(
     try:
         completion = complete_with_retries(
             client, system, user, config.max_answer_tokens,
-            retries=retries, backoff_s=backoff_s, max_delay_s=max_delay_s,
+            retries=config.llm_max_retries if retries is None else retries, backoff_s=backoff_s, max_delay_s=max_delay_s,
         )
     except LLMError as exc:
         if not fallback_to_extractive:
@@ -208,10 +211,11 @@ def answer_question(
 
 def extractive_answer(passages: Sequence[Hit], warning: str, reason: str = "no LLM configured") -> Answer:
     """The passages themselves, each under its citation, after a label saying so."""
-    quoted = [f"[{n}] {hit.chunk.citation()}\n{hit.chunk.text.strip()}" for n, hit in enumerate(passages, start=1)]
+    quoted = [f"[{n}] {escape_controls(hit.chunk.citation())}\n{hit.chunk.text.strip()}"
+              for n, hit in enumerate(passages, start=1)]
     text = "\n\n".join([EXTRACTIVE_LABEL.format(reason=reason), *quoted])
     return Answer(text, "extractive", None, _sources(passages), tuple(passages), None, None, warning=warning)
 
 
 def _sources(passages: Sequence[Hit]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(hit.chunk.citation() for hit in passages))
+    return tuple(dict.fromkeys(escape_controls(hit.chunk.citation()) for hit in passages))

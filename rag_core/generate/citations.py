@@ -2,6 +2,7 @@
 
 A citation has the form ``[Source: <document>, page N]`` or ``[Source: <document>, pages N-M]``
 (what ``Chunk.citation()`` writes); several may share one bracket, separated by ``;``.
+Document ids are compared in their printable form (``rag_core.doc_ids``), the form the model was shown.
 A citation is *valid* when every page it names lies inside the page span of a passage from that
 document that was given to the model (so ``page 4`` is valid for a passage spanning pages 3-5).
 
@@ -19,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Sequence
 
+from rag_core.doc_ids import escape_controls
 from rag_core.records import Hit
 
 _BRACKET = re.compile(r"\[Source:\s*([^\[\]]*)\]", re.IGNORECASE)
@@ -64,11 +66,11 @@ def check_citations(answer_text: str, hits: Sequence[Hit]) -> CitationCheck:
     # doc_id -> pages covered by the given passages
     pages: dict[str, set[int]] = {}
     for hit in hits:
-        pages.setdefault(hit.chunk.doc_id, set()).update(range(hit.chunk.page_start, hit.chunk.page_end + 1))
+        pages.setdefault(escape_controls(hit.chunk.doc_id), set()).update(range(hit.chunk.page_start, hit.chunk.page_end + 1))
     n_citations, invalid = 0, []
     for written, citation in _scan(answer_text):
         n_citations += 1
-        covered = pages.get(citation.doc_id.strip(), set()) if citation else set()
+        covered = pages.get(escape_controls(citation.doc_id.strip()), set()) if citation else set()
         if citation is None or not all(p in covered for p in range(citation.page, citation.last_page + 1)):
             invalid.append(written)
     sentences = split_sentences(answer_text)

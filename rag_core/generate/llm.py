@@ -5,10 +5,14 @@
 a message a user can act on; no message ever holds an API key (``redact``).
 
 Retry policy (chosen here, in one place): the SDKs' own retries are switched off (``max_retries=0``),
-so one ``complete`` call is one HTTP request. Callers retry transient failures (``RateLimited``,
-``LLMUnavailable``) through ``complete_with_retries``: exponential backoff from ``backoff_s``,
-honouring the server's ``retry-after`` but never waiting longer than ``max_delay_s`` (tests pass
-tiny values). The judge has its own loop, because it also retries malformed replies.
+so one ``complete`` call is one HTTP request, which waits at most ``timeout_s`` (the setting
+``llm_timeout_s``). Callers retry transient failures (``RateLimited``, ``LLMUnavailable`` including
+``LLMTimeout``, and ``MalformedResponse``: an HTTP 200 whose body is not the API's JSON) through
+``complete_with_retries``, ``retries`` times (the setting ``llm_max_retries``): exponential backoff
+from ``backoff_s``, honouring the server's ``retry-after`` but never waiting longer than
+``max_delay_s`` (tests pass tiny values). The error raised once retries are spent says how many
+tries were made and which setting bounds them. The judge has its own loop, because it also retries
+malformed replies.
 
 Keys come from ``ANTHROPIC_API_KEY`` / ``OPENAI_API_KEY``; base URLs from the SDKs' own variables
 (``ANTHROPIC_BASE_URL``, ``OPENAI_BASE_URL``), which is how tests point at a local server.
@@ -21,8 +25,9 @@ import logging
 import os
 import re
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from rag_core.config import DEFAULT_LLM_MODEL, RagConfig
 
@@ -67,6 +72,14 @@ class LLMUnavailable(LLMError):
     """Connection failure, timeout, or a 5xx / overloaded answer."""
 
 
+class LLMTimeout(LLMUnavailable):
+    """No answer within ``llm_timeout_s``."""
+
+
+class MalformedResponse(LLMError):
+    """A success status whose body is not the API's JSON or lacks its fields; retried like a 5xx."""
+
+
 class ContextTooLong(LLMError):
     """The prompt does not fit the model's context window (estimated before sending, or a 400)."""
 
@@ -75,7 +88,7 @@ class LLMRequestError(LLMError):
     """Any other refusal (unknown model, malformed request)."""
 
 
-TRANSIENT_ERRORS: tuple[type[LLMError], ...] = (RateLimited, LLMUnavailable)
+TRANSIENT_ERRORS: tuple[type[LLMError], ...] = (RateLimited, LLMUnavailable, MalformedResponse)
 
 
 # --- redaction ----------------------------------------------------------------------------------
@@ -139,12 +152,13 @@ class LLMClient:
                 f"no API key for {self.provider}: set the environment variable {KEY_ENV[self.provider]}"
             )
         _registered_secrets.add(key)
+        self.timeout_s = timeout_s
         self.max_context_tokens = max_context_tokens or CONTEXT_TOKENS[self.provider]
         self._send, self._sdk_errors = _BACKENDS[self.provider](key, base_url, timeout_s)
 
     @classmethod
     def from_config(cls, config: RagConfig, **kwargs: Any) -> "LLMClient":
-        return cls(config.llm_provider, config.llm_model, **kwargs)
+        return cls(config.llm_provider, config.llm_model, **{"timeout_s": config.llm_timeout_s, **kwargs})
 
     def __repr__(self) -> str:  # never shows the key
         return f"LLMClient(provider={self.provider!r}, model={self.model!r})"
@@ -160,7 +174,7 @@ class LLMClient:
         try:
             return self._send(self.model, system, user, max_tokens)
         except self._sdk_errors as exc:
-            error = map_sdk_error(exc, self.provider, self.model)
+            error = map_sdk_error(exc, self.provider, self.model, timeout_s=self.timeout_s)
         # Raised outside the `except` block so the SDK exception (whose text may quote a key from
         # the response body) is not chained into tracebacks.
         raise error
@@ -183,17 +197,28 @@ def complete_with_retries(
     backoff_s: float = 1.0,
     max_delay_s: float = 30.0,
 ) -> Completion:
-    """``client.complete`` retried on ``RateLimited`` / ``LLMUnavailable``; other errors raise at once."""
+    """``client.complete`` retried on ``TRANSIENT_ERRORS``; other errors raise at once. Once the
+    retries are spent, the last error is raised again, saying how many tries were made."""
     for attempt in range(retries + 1):
         try:
             return client.complete(system, user, max_tokens)
         except TRANSIENT_ERRORS as exc:
+            last = exc
             if attempt == retries:
-                raise
+                break
             delay = retry_delay(attempt, exc, backoff_s, max_delay_s)
             log.warning("%s; retry %d/%d in %.2fs", exc, attempt + 1, retries, delay)
             time.sleep(delay)
-    raise AssertionError("unreachable")
+    # Raised outside the `except` block, so nothing is chained (see LLMClient.complete).
+    raise _gave_up(last, tries=retries + 1)
+
+
+def _gave_up(error: LLMError, tries: int) -> LLMError:
+    """The same kind of error, its message ending with the tries made and the setting that bounds them."""
+    note = f"gave up after {tries} {'try' if tries == 1 else 'tries'} (llm_max_retries={tries - 1})"
+    again = type(error)(f"{error}; {note}")
+    again.retry_after_s = getattr(error, "retry_after_s", None)
+    return again
 
 
 def retry_delay(attempt: int, error: Exception, backoff_s: float, max_delay_s: float) -> float:
@@ -206,11 +231,17 @@ def retry_delay(attempt: int, error: Exception, backoff_s: float, max_delay_s: f
 _TOO_LONG = re.compile(r"prompt is too long|context[_ ]length|maximum context length|too many tokens", re.I)
 
 
-def map_sdk_error(exc: Exception, provider: str, model: str) -> LLMError:
+def map_sdk_error(exc: Exception, provider: str, model: str, *, timeout_s: float | None = None) -> LLMError:
     """Turn an ``anthropic`` / ``openai`` exception into an ``LLMError`` with an actionable message."""
     status = getattr(exc, "status_code", None)
     detail = _api_message(exc)
     where = f"{provider} ({model})"
+    if "APITimeoutError" in {cls.__name__ for cls in type(exc).__mro__}:
+        waited = f" within llm_timeout_s={timeout_s:g} s" if timeout_s is not None else ""
+        return LLMTimeout(
+            f"{where} did not answer{waited} (request timed out); raise RAG_LLM_TIMEOUT_S / --llm-timeout-s "
+            "for long answers, or try again later"
+        )
     if status in (401, 403):
         return InvalidAPIKey(
             f"{where} rejected the API key (HTTP {status}): check {KEY_ENV[provider]}. {detail}".strip()
@@ -266,6 +297,29 @@ def _is_connection_error(exc: Exception) -> bool:
     return bool(names & {"APIConnectionError", "APITimeoutError", "ConnectionError", "TimeoutError"})
 
 
+@contextmanager
+def _malformed_as_error(provider: str, model: str, status: int) -> Iterator[None]:
+    """Reading a success response: a body that is not JSON, or lacks the API's fields, is a ``MalformedResponse``."""
+    try:
+        yield
+        return
+    except (ValueError, TypeError, AttributeError, KeyError, IndexError) as exc:  # JSONDecodeError is a ValueError
+        error = MalformedResponse(
+            f"malformed response from {provider} ({model}) (HTTP {status}): {type(exc).__name__}: "
+            f"{str(exc)[:200]}; try again later"
+        )
+    raise error from None
+
+
+def checked_completion(text: Any, model: Any, input_tokens: Any, output_tokens: Any) -> Completion:
+    """A ``Completion`` whose fields have the types the API documents (TypeError otherwise)."""
+    if not isinstance(text, str) or not isinstance(model, str):
+        raise TypeError(f"expected text and model as strings, got {type(text).__name__} and {type(model).__name__}")
+    if not all(isinstance(n, int) for n in (input_tokens, output_tokens)):
+        raise TypeError("expected integer token counts in 'usage'")
+    return Completion(text, model, input_tokens, output_tokens)
+
+
 # --- backends: provider -> factory(key, base_url, timeout_s) -> (send, the SDK's base error class)
 Send = Callable[[str, str, str, int], Completion]  # send(model, system, user, max_tokens)
 Backend = tuple[Send, type[Exception]]
@@ -279,11 +333,13 @@ def _anthropic_backend(key: str, base_url: str | None, timeout_s: float) -> Back
     sdk = anthropic.Anthropic(api_key=key, base_url=base_url, max_retries=0, timeout=timeout_s)
 
     def send(model: str, system: str, user: str, max_tokens: int) -> Completion:
-        message = sdk.messages.create(
+        raw = sdk.messages.with_raw_response.create(
             model=model, system=system, max_tokens=max_tokens, messages=[{"role": "user", "content": user}]
         )
-        text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
-        return Completion(text, message.model, message.usage.input_tokens, message.usage.output_tokens)
+        with _malformed_as_error("anthropic", model, raw.status_code):
+            message = raw.parse()
+            text = "".join(block.text for block in message.content if getattr(block, "type", "") == "text")
+            return checked_completion(text, message.model, message.usage.input_tokens, message.usage.output_tokens)
 
     return send, anthropic.AnthropicError
 
@@ -296,16 +352,18 @@ def _openai_backend(key: str, base_url: str | None, timeout_s: float) -> Backend
     sdk = openai.OpenAI(api_key=key, base_url=base_url, max_retries=0, timeout=timeout_s)
 
     def send(model: str, system: str, user: str, max_tokens: int) -> Completion:
-        response = sdk.chat.completions.create(
+        raw = sdk.chat.completions.with_raw_response.create(
             model=model,
             max_completion_tokens=max_tokens,
             messages=[{"role": "system", "content": system}, {"role": "user", "content": user}],
         )
-        text = (response.choices[0].message.content or "") if response.choices else ""
-        usage = response.usage
-        return Completion(
-            text, response.model, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
-        )
+        with _malformed_as_error("openai", model, raw.status_code):
+            response = raw.parse()
+            text = response.choices[0].message.content or ""
+            usage = response.usage
+            return checked_completion(
+                text, response.model, usage.prompt_tokens if usage else 0, usage.completion_tokens if usage else 0
+            )
 
     return send, openai.OpenAIError
 

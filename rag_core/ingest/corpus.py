@@ -4,17 +4,28 @@ The store (``<store>/documents/``) holds every ingested document's extracted tex
 re-read the PDFs. Ingesting merges: a new path is added, a changed file replaces its older version,
 an unchanged one is left as it is. Every write goes to a temporary file first and is then renamed,
 so a failed or interrupted ingest leaves the previous store intact.
+
+Adding is two steps, so that a document counts as ingested only once its indexes exist: ``stage``
+writes the documents' text (files named by id and content hash, so a staged file never replaces
+anything) and returns the corpus the store *will* hold; the caller builds its indexes; ``commit``
+then records the documents in ``registry.json``. Every read-modify-write of the registry holds an
+exclusive lock (``fcntl.flock`` on ``documents/.lock``), so two processes adding at once both land.
+Files get the permissions the umask gives (not tempfile's 0600), so a team can share a store.
+Left out: removing documents; locks on file systems without ``flock`` (some network mounts).
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
+import sys
 import tempfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from rag_core.records import Document
 
@@ -54,25 +65,48 @@ class DocumentStore:
         return json.loads(self._registry_path.read_text())
 
     def add(self, documents: Iterable[Document]) -> list[str]:
-        """Store new and changed documents; return the ids of those that were new or changed."""
+        """Store new and changed documents at once (``stage`` then ``commit``); return the ids of
+        those that were new or changed."""
+        documents = list(documents)
+        self.stage(documents)
+        return self.commit(documents)
+
+    def stage(self, documents: Iterable[Document]) -> Corpus:
+        """Write the text of new and changed documents without registering them; return the corpus
+        the store holds once they are committed."""
         registry = self.registry()
-        changed = []
         for doc in documents:
-            if registry.get(doc.doc_id) == doc.content_hash:
-                continue
-            write_json_atomic(self._doc_path(doc.doc_id, doc.content_hash), {
-                "doc_id": doc.doc_id, "text": doc.text, "page_starts": list(doc.page_starts),
-                "content_hash": doc.content_hash,
-            })
-            registry[doc.doc_id] = doc.content_hash
-            changed.append(doc.doc_id)
-        if changed:
-            write_json_atomic(self._registry_path, registry)
+            if registry.get(doc.doc_id) != doc.content_hash:
+                write_json_atomic(self._doc_path(doc.doc_id, doc.content_hash), {
+                    "doc_id": doc.doc_id, "text": doc.text, "page_starts": list(doc.page_starts),
+                    "content_hash": doc.content_hash,
+                })
+                registry[doc.doc_id] = doc.content_hash
+        return self._corpus_of(registry)
+
+    def commit(self, documents: Iterable[Document]) -> list[str]:
+        """Record staged documents in the registry (under the lock); return the ids that changed."""
+        with self.locked():
+            registry = self.registry()
+            changed = [doc.doc_id for doc in documents if registry.get(doc.doc_id) != doc.content_hash]
+            registry.update({doc.doc_id: doc.content_hash for doc in documents})
+            if changed:
+                write_json_atomic(self._registry_path, registry)
         return changed
 
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold the store's metadata lock: one read-modify-write of the registry at a time."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with exclusive_lock(self.root / ".lock"):
+            yield
+
     def corpus(self) -> Corpus:
+        return self._corpus_of(self.registry())
+
+    def _corpus_of(self, registry: dict[str, str]) -> Corpus:
         documents = []
-        for doc_id, content_hash in self.registry().items():
+        for doc_id, content_hash in registry.items():
             data = json.loads(self._doc_path(doc_id, content_hash).read_text())
             documents.append(Document(data["doc_id"], data["text"], tuple(data["page_starts"]), data["content_hash"]))
         return Corpus.of(documents)
@@ -82,10 +116,32 @@ class DocumentStore:
         return self.root / f"{key}.json"
 
 
+@contextmanager
+def exclusive_lock(path: Path, on_wait: str | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on `path` (created if missing) for the block; released when the
+    block ends or the process dies. `on_wait` is printed to stderr when another holder makes us wait."""
+    with open(path, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if on_wait:
+                print(on_wait, file=sys.stderr, flush=True)
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        yield
+
+
+def _file_mode() -> int:
+    """0o666 less the umask: what ``open()`` gives a new file. (Reading the umask means setting it.)"""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
+        os.fchmod(handle, _file_mode())  # mkstemp makes 0600 files; the store is meant to be shareable
         with os.fdopen(handle, "w") as out:
             json.dump(data, out)
         os.replace(temp, path)

@@ -1,20 +1,28 @@
 """Reading input files into ``Document`` records: PDFs through PyMuPDF (1-based pages), ``.txt`` and ``.md``.
 
 A document's id is its path relative to the input root, so two ``report.pdf`` in different folders
-are two documents. Bad files never stop the run: each is reported with its path and the reason
-(corrupt, encrypted, no extractable text, empty, unsupported type) and the rest are read.
+are two documents; control characters in the path are escaped (``rag_core.doc_ids``). Bad files
+never stop the run: each is reported with its path and the reason (corrupt, encrypted, no
+extractable text, empty, unsupported type, unreadable or an I/O error, not a regular file: a FIFO,
+socket or device, a broken symbolic link or a symbolic link loop) and the rest are read. Folders are
+walked without following symbolic links to folders, so a link loop cannot make the walk endless.
 Left out: OCR of scanned pages, tables and layout (text is extracted in reading order, ligatures
 expanded and line-end hyphenation joined by PyMuPDF).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import logging
+import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+from rag_core.doc_ids import printable_doc_id
+from rag_core.progress import progress as progress_bar
 from rag_core.records import Document
 
 log = logging.getLogger(__name__)
@@ -41,14 +49,16 @@ class IngestResult:
 
 
 def discover_files(root: Path) -> list[Path]:
-    """Every regular file below `root` (hidden files and folders excluded), in a stable order."""
-    if root.is_file():
+    """Every entry below `root` that is not a folder (hidden files and folders excluded), in a stable
+    order: regular files, and also FIFOs, sockets and broken or looping links, which `read_document`
+    reports. Links to folders are not followed."""
+    if not root.is_dir():
         return [root]
-    return sorted(
-        path
-        for path in root.rglob("*")
-        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(root).parts)
-    )
+    found = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        found += [Path(folder, name) for name in names if not name.startswith(".")]
+    return sorted(found)
 
 
 def read_documents(root: str | Path, files: Iterable[Path] | None = None, progress: bool = False) -> IngestResult:
@@ -57,10 +67,10 @@ def read_documents(root: str | Path, files: Iterable[Path] | None = None, progre
     if not root.exists():
         raise FileNotFoundError(f"input not found: {root}")
     paths = list(files) if files is not None else discover_files(root)
-    base = root.parent if root.is_file() else root
+    base = root if root.is_dir() else root.parent
     documents, skipped = [], []
-    for path in _progress(paths, progress, "Reading documents"):
-        doc_id = path.relative_to(base).as_posix()
+    for path in progress_bar(paths, progress and len(paths) > 1, "Reading documents", unit="file"):
+        doc_id = printable_doc_id(path.relative_to(base).as_posix())
         try:
             documents.append(read_document(path, doc_id))
         except IngestError as exc:
@@ -73,7 +83,7 @@ def read_document(path: Path, doc_id: str) -> Document:
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise IngestError(f"unsupported file type {suffix or '(none)'!r}; supported: .pdf, .txt, .md")
-    data = path.read_bytes()
+    data = _read_regular_file(path)
     if not data:
         raise IngestError("empty file (0 bytes)")
     content_hash = hashlib.sha256(data).hexdigest()
@@ -83,6 +93,29 @@ def read_document(path: Path, doc_id: str) -> Document:
             raise IngestError("no extractable text (image-only or scanned PDF? OCR is not supported)")
         raise IngestError("no text (file holds only whitespace)")
     return Document.from_pages(doc_id, pages, content_hash)
+
+
+def _read_regular_file(path: Path) -> bytes:
+    """The file's bytes; an IngestError for anything that is not a readable regular file (checked
+    before opening it: opening a FIFO would wait for a writer)."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise IngestError("symbolic link loop") from None
+        if exc.errno == errno.ENOENT and path.is_symlink():
+            raise IngestError(f"broken symbolic link (to {os.readlink(path)!r}, which does not exist)") from None
+        raise IngestError(f"cannot read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise IngestError(f"not a regular file ({_FILE_KINDS.get(stat.S_IFMT(mode), 'special file')})")
+    try:
+        return path.read_bytes()
+    except OSError as exc:  # PermissionError, EIO from a failing disk or network mount, ...
+        raise IngestError(f"cannot read: {exc.strerror or exc}") from None
+
+
+_FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+               stat.S_IFBLK: "a block device"}
 
 
 def _pdf_pages(data: bytes) -> list[str]:
@@ -108,10 +141,3 @@ def _decode_text(data: bytes) -> str:
     except UnicodeDecodeError:
         raise IngestError("not UTF-8 text") from None
 
-
-def _progress(items: list, enabled: bool, description: str):
-    if not enabled or len(items) < 2:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=description, unit="file")

@@ -2,7 +2,10 @@
 
 Embeddings are keyed by (model, sha1 of the text), so a chunk that two chunkings or two corpora
 share is embedded once; cross-encoder scores by (model, query, sha1 of the passage). SQLite's WAL mode
-lets sweep points running in parallel processes share one cache. Delete the file to start over.
+lets sweep points running in parallel processes share one cache. Each ``put_*`` call is one
+transaction, committed before it returns, so a process killed later keeps everything it put (the
+embedder puts one batch at a time). Delete the file to start over.
+Left out: evicting old entries (the cache only grows), sharing one cache between stores.
 """
 
 from __future__ import annotations

@@ -9,8 +9,10 @@ retried after a failure has several child runs; only its latest finished one is 
 The significance test rebuilds ranx ``Qrels`` and ``Run`` objects from the ``ranx/qrels.json`` and
 ``ranx/run.json`` artifacts that ``rag_core.workbench.tracking`` logs with every run. It is done at page or
 document level, whose relevance does not depend on the chunking; chunk-level relevance differs
-between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.workbench`` and
-``notebooks/03-compare.ipynb``; logging runs is ``rag_core.workbench.tracking``.
+between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.sweep`` and
+``notebooks/03-compare.ipynb``; logging runs is ``rag_core.tracking``. Settings whose values are
+whole numbers stay integers in the table (``256``, not ``256.000``), even beside a failed run.
+Left out: plots of more than one metric at a time, tests other than ranx's.
 """
 
 from __future__ import annotations
@@ -98,6 +100,20 @@ def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequen
     table = pd.concat([finished, others[finished.columns]] if len(others) else [finished], ignore_index=True)
     if table["error"].isna().all():
         table = table.drop(columns="error")
+    return _integer_settings(table, settings)
+
+
+def _integer_settings(table: "pd.DataFrame", settings: Sequence[str]) -> "pd.DataFrame":
+    """Settings whose values are all whole numbers as a nullable integer column: a missing value
+    (a failed run) would otherwise make the column float, printed as '256.000'."""
+    import pandas as pd
+
+    for name in settings:
+        values = table[name].dropna()
+        numeric = pd.to_numeric(values, errors="coerce")
+        if len(values) and numeric.notna().all() and (numeric % 1 == 0).all() and not values.map(
+                lambda value: isinstance(value, bool)).any():
+            table[name] = pd.to_numeric(table[name], errors="coerce").astype("Int64")
     return table
 
 
