@@ -38,7 +38,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from rag_core.config import RagConfig  # noqa: E402
-from rag_core.corpus import DocumentStore  # noqa: E402
+from rag_core.ingest.corpus import DocumentStore  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -92,7 +92,7 @@ def query_worker(store: Path, mode: str, ready: Path, go: Path) -> dict:
 def ask(question: str, store: Path, config: RagConfig) -> str | None:
     """Answer as `rag-pipeline query --no-llm` does (``service.answer_query``, step by step, to see
     the index's work); say why the answer did not come from a consistent store, or None."""
-    from rag_core.generate import answer_question
+    from rag_core.generate.answer import answer_question
     from rag_core.service import open_pipeline
 
     pipeline = open_pipeline(store, config, progress=False)
@@ -166,7 +166,7 @@ def compare_with_serial(folder: Path, store: Path, serial: Path, config: RagConf
 
 def store_summary(store: Path) -> dict:
     """What a store holds: registry, active chunk ids, and the vector collection's size."""
-    from rag_core.vectorstore import ChromaVectorStore
+    from rag_core.retrieve.vectorstore import ChromaVectorStore
 
     key = json.loads((store / "active.json").read_text())["chunking_key"]
     with (store / "chunks" / key / "chunks.jsonl").open() as lines:

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from rag_core.config import RagConfig
-from rag_core.corpus import Corpus, DocumentStore, exclusive_lock, write_json_atomic
-from rag_core.ingest import read_documents
-from rag_core.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.ingest.corpus import Corpus, DocumentStore, exclusive_lock, write_json_atomic
+from rag_core.ingest.files import read_documents
+from rag_core.retrieve.pipeline import STAGES, Pipeline, Retrieval
 from rag_core.records import Document
 
 

@@ -9,12 +9,12 @@ import textwrap
 import time
 
 from conftest import ROOT
-from rag_core.corpus import DocumentStore, write_json_atomic
+from rag_core.ingest.corpus import DocumentStore, write_json_atomic
 from rag_core.records import Document
 
 ADDER = textwrap.dedent("""
     import sys, time
-    from rag_core.corpus import DocumentStore
+    from rag_core.ingest.corpus import DocumentStore
     from rag_core.records import Document
     store, name, start_at = sys.argv[1], sys.argv[2], float(sys.argv[3])
     while time.time() < start_at:  # both processes start adding at the same moment

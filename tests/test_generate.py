@@ -11,9 +11,9 @@ from llm_fixtures import FAST, PLANTED_KEY, anthropic_env, clean_llm_env, llm_se
 from llm_server import rate_limited, reply
 import rag_core.generate.answer as generate
 from rag_core.config import DEFAULT_LLM_MODEL, RagConfig, load_config
-from rag_core.generate import EXTRACTIVE_LABEL, NO_ANSWER_TEXT, answer_question, build_prompt, passage_clears
+from rag_core.generate.answer import EXTRACTIVE_LABEL, NO_ANSWER_TEXT, answer_question, build_prompt, passage_clears
 from rag_core.doc_ids import printable_doc_id
-from rag_core.llm import InvalidAPIKey, LLMClient, LLMUnavailable
+from rag_core.generate.llm import InvalidAPIKey, LLMClient, LLMUnavailable
 
 QUERY = "What is the default API rate limit?"
 HITS = [

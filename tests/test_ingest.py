@@ -12,7 +12,7 @@ import pytest
 from conftest import run_cli
 from pdf_factory import write_bad_input_folder, write_pdf
 from rag_core.cli import main as cli_main
-from rag_core.ingest import read_documents
+from rag_core.ingest.files import read_documents
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from rag_core.golden import Evidence, GoldenQuery, GoldenSetError, load_golden
+from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError, load_golden
 from rag_core.records import Chunk, Document
 from rag_core.evaluate.relevance import EvidenceNotFound, build_qrels, collapse_ranking, locate_evidence
 

@@ -200,6 +200,50 @@ def _running_points(client) -> list:
     return client.search_runs(experiments, "tags.`rag.kind` = 'sweep-point' and attributes.status = 'RUNNING'") if experiments else []
 
 
+# --- failures and restarts ----------------------------------------------------------------------
+def test_a_failing_point_is_a_failed_child_run_and_a_restart_reruns_unfinished_points(  # noqa: F811
+        tiny_corpus, tmp_path, tracking_uri, monkeypatch):  # noqa: F811
+    # dense retrieval needs an embedding model that does not exist (and no fallback): that point fails
+    sweep_file = _write_sweep(
+        tmp_path, name="failing", input=str(tiny_corpus.documents), golden=str(tiny_corpus.golden),
+        base={"chunk_size": 40, "overlap": 8, "k": 3, "model_fallback": False, "rerank_depth": 0,
+              "embed_model": str(tmp_path / "no-such-embedding-model")},
+        grid={"mode": ["bm25", "dense"]},
+    )
+    spec = load_sweep(sweep_file)
+    counter = PapermillCounter(monkeypatch)
+    lines: list[str] = []
+    result = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lines.append)
+    assert len(counter.calls) == 2
+    by_mode = {outcome.point.changes["mode"]: outcome for outcome in result.outcomes}
+    assert by_mode["bm25"].status == "FINISHED" and by_mode["dense"].status == "FAILED"
+    assert "no-such-embedding-model" in by_mode["dense"].error
+    assert any("FAILED" in line and "mode=dense" in line for line in lines)
+
+    client = MlflowClient(tracking_uri)
+    failed = client.get_run(by_mode["dense"].run_id)
+    assert failed.info.status == "FAILED" and "no-such-embedding-model" in failed.data.tags["rag.error"]
+    [notebook] = client.list_artifacts(failed.info.run_id, "notebook")  # the partially executed notebook
+    assert notebook.path.endswith(".ipynb")
+    with pytest.raises(RuntimeError, match="recorded no result"):
+        read_recorded_result(by_mode["dense"].notebook)
+    assert client.get_run(by_mode["bm25"].run_id).info.status == "FINISHED"
+    assert client.get_run(result.parent_run_id).info.status == "FAILED"
+    assert list(result.table["status"]) == ["FINISHED", "FAILED"] and result.table["rank"].iloc[0] == 1
+
+    # as if the sweep had then been killed while the first point ran again: its run is left RUNNING
+    client.update_run(by_mode["bm25"].run_id, status="RUNNING")
+    counter.calls.clear()
+    again = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lines.append)
+    # both unfinished points run again (the finished-point skip is checked on the smoke sweep), same parent
+    assert sorted(counter.calls) == sorted(str(outcome.notebook) for outcome in result.outcomes)
+    assert again.parent_run_id == result.parent_run_id and again.resumed
+    assert client.get_run(by_mode["bm25"].run_id).info.status == "KILLED"
+    assert {o.point.changes["mode"]: o.status for o in again.outcomes} == {"bm25": "FINISHED", "dense": "FAILED"}
+    assert len(again.table) == 2  # one row per point: the killed and the earlier failed runs are superseded
+    assert set(again.table["run_id"]) == {outcome.run_id for outcome in again.outcomes}
+
+
 # --- sweep files --------------------------------------------------------------------------------
 def test_unknown_keys_and_settings_are_errors_naming_them(tmp_path, tiny_corpus):  # noqa: F811
     data = {"name": "x", "input": str(tiny_corpus.documents), "golden": str(tiny_corpus.golden)}

@@ -12,8 +12,8 @@ to one chunking, so its metrics cannot be compared across chunk sizes.
 Every error is a ``GoldenSetError`` that names the file, the line and the query id; each query
 keeps its ``file:line`` (``GoldenQuery.label``) for the errors found later, against the documents.
 A UTF-8 byte order mark at the start of the file is ignored. This file only reads and checks the
-set; turning evidence into relevant chunks, pages and documents is ``rag_core.relevance``, and BEIR
-qrels are read by ``rag_core.beir``.
+set; turning evidence into relevant chunks, pages and documents is ``rag_core.evaluate.relevance``, and BEIR
+qrels are read by ``rag_core.ingest.beir``.
 Left out: other encodings than UTF-8, JSON arrays (one object per line only).
 """
 
@@ -47,7 +47,7 @@ class GoldenQuery:
     answer: str | None
     evidence: tuple[Evidence, ...]
     relevant_ids: tuple[str, ...] = ()  # simple format only: chunk ids of one chunking
-    line: str = field(default="", compare=False)  # "file:line" it was read from, for errors found later (rag_core.relevance)
+    line: str = field(default="", compare=False)  # "file:line" it was read from, for errors found later (rag_core.evaluate.relevance)
 
     @property
     def label(self) -> str:

@@ -35,7 +35,7 @@ from typing import Any, Sequence
 from rag_core.generate.citations import CitationCheck, check_citations
 from rag_core.config import RagConfig
 from rag_core.doc_ids import escape_controls
-from rag_core.llm import KEY_ENV, LLMClient, LLMError, complete_with_retries, has_api_key
+from rag_core.generate.llm import KEY_ENV, LLMClient, LLMError, complete_with_retries, has_api_key
 from rag_core.records import Hit
 
 NO_ANSWER_TEXT = "The documents do not contain the answer to this question."
@@ -173,7 +173,7 @@ def answer_question(
     ``use_llm=False`` gives the extractive answer without calling the LLM. LLM failures raise an
     ``LLMError`` subclass, unless ``fallback_to_extractive``: then the extractive answer, with a warning.
     ``retries`` (default: ``config.llm_max_retries``) / ``backoff_s`` / ``max_delay_s``: see
-    ``rag_core.llm.complete_with_retries``.
+    ``rag_core.generate.llm.complete_with_retries``.
     """
     passages = tuple(hits[: config.k])
     if not any(passage_clears(hit, config) for hit in passages):

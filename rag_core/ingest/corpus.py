@@ -130,18 +130,19 @@ def exclusive_lock(path: Path, on_wait: str | None = None) -> Iterator[None]:
         yield
 
 
-def _file_mode() -> int:
-    """0o666 less the umask: what ``open()`` gives a new file. (Reading the umask means setting it.)"""
+def umask_mode(requested: int = 0o666) -> int:
+    """`requested` less the umask: what ``open()`` (0o666) or ``mkdir()`` (0o777) gives a new file or
+    folder. (Reading the umask means setting it.)"""
     mask = os.umask(0o022)
     os.umask(mask)
-    return 0o666 & ~mask
+    return requested & ~mask
 
 
 def write_json_atomic(path: Path, data: Any) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
     try:
-        os.fchmod(handle, _file_mode())  # mkstemp makes 0600 files; the store is meant to be shareable
+        os.fchmod(handle, umask_mode())  # mkstemp makes 0600 files; the store is meant to be shareable
         with os.fdopen(handle, "w") as out:
             json.dump(data, out)
         os.replace(temp, path)

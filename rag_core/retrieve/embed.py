@@ -17,8 +17,8 @@ from typing import Sequence
 
 import numpy as np
 
-from rag_core.cache import ScoreCache, text_sha1
-from rag_core.models import LoadedModel, load_embedder
+from rag_core.retrieve.cache import ScoreCache, text_sha1
+from rag_core.retrieve.models import LoadedModel, load_embedder
 from rag_core.progress import progress
 
 

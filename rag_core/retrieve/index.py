@@ -28,7 +28,7 @@ from rag_core.retrieve.bm25 import BM25Index
 from rag_core.retrieve.cache import ScoreCache
 from rag_core.ingest.chunking import chunk_corpus
 from rag_core.config import RagConfig
-from rag_core.ingest.corpus import Corpus, write_json_atomic
+from rag_core.ingest.corpus import Corpus, umask_mode, write_json_atomic
 from rag_core.retrieve.embed import Embedder
 from rag_core.records import Chunk, ScoredId
 from rag_core.retrieve.vectorstore import ChromaVectorStore, VectorStore
@@ -165,6 +165,7 @@ class Index:
                 index = BM25Index(backend=cfg.bm25_backend, tokenizer=cfg.tokenizer, k1=cfg.bm25_k1, b=cfg.bm25_b)
                 index.index([chunk.id for chunk in self.chunks], [chunk.text for chunk in self.chunks])
                 temp = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-bm25-"))
+                temp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would keep a team out of a shared store
                 index.save(temp)
                 try:
                     temp.rename(directory)

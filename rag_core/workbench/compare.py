@@ -10,7 +10,7 @@ The significance test rebuilds ranx ``Qrels`` and ``Run`` objects from the ``ran
 ``ranx/run.json`` artifacts that ``rag_core.workbench.tracking`` logs with every run. It is done at page or
 document level, whose relevance does not depend on the chunking; chunk-level relevance differs
 between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.sweep`` and
-``notebooks/03-compare.ipynb``; logging runs is ``rag_core.tracking``. Settings whose values are
+``notebooks/03-compare.ipynb``; logging runs is ``rag_core.workbench.tracking``. Settings whose values are
 whole numbers stay integers in the table (``256``, not ``256.000``), even beside a failed run.
 Left out: plots of more than one metric at a time, tests other than ranx's.
 """
