@@ -179,13 +179,15 @@ def test_an_interrupted_sweep_marks_the_running_point_killed_at_once(tiny_corpus
     script = (f"from pathlib import Path\nfrom rag_core.workbench import load_sweep, run_sweep\n"
               f"run_sweep(load_sweep({str(sweep_file)!r}), {str(tmp_path / 'store')!r}, tracking_uri={tracking_uri!r}, "
               f"notebook=Path({str(notebook)!r}))\n")
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     client = MlflowClient(tracking_uri)
+    client.search_experiments()  # creates the store's tables now, not in a race with the sweep's process
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and process.poll() is None and not _running_points(client):
             time.sleep(0.5)
         time.sleep(2)  # the point's notebook is starting or executing
+        assert process.poll() is None, process.communicate()[1][-3000:]  # still running: it did not fail
         os.kill(process.pid, signal.SIGINT)
         process.wait(timeout=60)
     finally:
