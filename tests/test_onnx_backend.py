@@ -111,3 +111,9 @@ def test_missing_onnxruntime_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import fails as if not installed
     with pytest.raises(ImportError, match="pip install onnxruntime"):
         OnnxCrossEncoder.load(tmp_path / "any-model", tmp_path, quantize=False)
+
+
+def test_backends_are_chosen_by_name():
+    assert onnx_backend.quantize_for("onnx") is False and onnx_backend.quantize_for("onnx-int8") is True
+    with pytest.raises(ValueError, match="valid: onnx, onnx-int8"):
+        onnx_backend.quantize_for("onnx-int4")
