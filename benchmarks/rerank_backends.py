@@ -11,7 +11,11 @@ head): its scores mean nothing, so agreement is between backends, never about re
 cached under benchmarks/results/onnx-cache; the first run includes them in ``load_seconds``.
 
 Targets (issue 7 item 5): onnx-int8 p50 <= 45% of torch's; top-5 identical for >= 90% of queries.
+On a shared machine run it when it is quiet: the backends take turns per query, which keeps the
+ratios fair, but contention still inflates every number.
 Usage: python benchmarks/rerank_backends.py [--threads 2] [--candidates 20] [--model NAME]
+
+Left out: relevance quality (no trained cross-encoder offline), GPUs, batch sizes other than 16.
 """
 
 from __future__ import annotations

@@ -6,7 +6,9 @@ caller. Scores are the same raw logits as ``CrossEncoder.predict`` with an Ident
 ``(n,)``, from the same tokenizer, truncation (``longest_first``) and ``max_length``. fp32 agrees with
 torch to ~1e-7. int8 (``onnxruntime.quantization.quantize_dynamic``: int8 weights with per-channel
 scales, MatMul and Gemm only, activations quantized per batch at run time; see ``INT8_RECIPE``) is
-about twice as fast on CPU and moves scores by a few 1e-3, which swaps neighbours closer than that.
+faster on CPU and moves scores by a few 1e-3, which swaps neighbours closer than that. Because the
+activation scales come from the whole batch, an int8 score also depends on the pairs batched with it
+(by up to ~6e-3 on the stand-in model): int8 scores are not bit-reproducible across batchings.
 
 Exporter: ``torch.onnx.export(dynamo=True)``, the default and maintained exporter of torch 2.13. It
 needs ``onnxscript`` (and ``onnx``, which quantization needs anyway), both plain PyPI wheels that
@@ -53,7 +55,7 @@ INPUT_NAMES = ("input_ids", "attention_mask", "token_type_ids")  # those the tok
 OPSET = 18
 # quantize_dynamic keyword arguments; part of the cache key. Measured on the sample golden queries (36 x 20
 # BM25 passages, seeded random-head MiniLM-L6, mean Kendall tau against torch): all supported ops, per-tensor
-# 0.745; MatMul + Gemm per-tensor 0.763; per-channel 0.851 at the same speed (chosen); per-channel with the
+# 0.745; MatMul + Gemm per-tensor 0.763; per-channel 0.851, no slower (chosen); per-channel with the
 # FFN output projections kept fp32 0.886 but a third of the linear FLOPs back in fp32; head kept fp32: no change.
 INT8_RECIPE: dict[str, Any] = {"per_channel": True, "op_types_to_quantize": ["MatMul", "Gemm"]}
 
