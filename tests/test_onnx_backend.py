@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-from rag_core import onnx_backend
-from rag_core.models import load_cross_encoder
-from rag_core.onnx_backend import MANIFEST_FILE, MODEL_FILE, OnnxCrossEncoder, OnnxExportError, cache_key
+import rag_core.retrieve.onnx_backend as onnx_backend
+from conftest import STAND_IN_RERANKER
+from rag_core.retrieve.models import load_cross_encoder
+from rag_core.retrieve.onnx_backend import MANIFEST_FILE, MODEL_FILE, OnnxCrossEncoder, OnnxExportError, cache_key
 from rag_core.paths import DATA_DIR, SAMPLE_GOLDEN_FILE
 
 pytestmark = pytest.mark.slow
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="session")
 def torch_model():
-    return load_cross_encoder("rag-workbench-tests/no-such-cross-encoder", fallback=True).model
+    return load_cross_encoder(STAND_IN_RERANKER).model
 
 
 @pytest.fixture(scope="session")
@@ -117,3 +118,18 @@ def test_backends_are_chosen_by_name():
     assert onnx_backend.quantize_for("onnx") is False and onnx_backend.quantize_for("onnx-int8") is True
     with pytest.raises(ValueError, match="valid: onnx, onnx-int8"):
         onnx_backend.quantize_for("onnx-int4")
+
+
+def test_the_pipeline_reranks_on_onnx_with_the_scores_of_torch_kept_apart(copy_of_sample_store):
+    from rag_core.config import RagConfig
+    from rag_core.service import open_pipeline
+
+    query = "Which headers tell a client how close it is to the rate limit?"
+    config = RagConfig(rerank_depth=5, rerank_model=STAND_IN_RERANKER, rerank_backend="onnx")
+    on_onnx = open_pipeline(copy_of_sample_store, config, progress=False).retrieve(query)
+    on_torch = open_pipeline(copy_of_sample_store, config.replace(rerank_backend="torch"), progress=False).retrieve(query)
+    # each backend scored its own pairs: none came from the other's cache entries
+    assert on_onnx.work["rerank_pairs_scored"] == on_torch.work["rerank_pairs_scored"] == 5
+    assert [h.chunk.id for h in on_onnx.stages["rerank"]] == [h.chunk.id for h in on_torch.stages["rerank"]]
+    assert np.allclose([h.score for h in on_onnx.stages["rerank"]], [h.score for h in on_torch.stages["rerank"]], atol=1e-3)
+    assert any((copy_of_sample_store / "onnx").iterdir())  # the export is cached in the store

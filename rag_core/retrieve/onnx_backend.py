@@ -105,7 +105,7 @@ def import_onnxruntime() -> Any:
 def exporter_version() -> str:
     import torch
 
-    return f"rag_core.onnx_backend {EXPORTER_VERSION}, torch {torch.__version__}, onnxruntime {import_onnxruntime().__version__}"
+    return f"rag_core.retrieve.onnx_backend {EXPORTER_VERSION}, torch {torch.__version__}, onnxruntime {import_onnxruntime().__version__}"
 
 
 def export_cross_encoder(model: Any, out_dir: Path, *, quantize: bool) -> Path:
@@ -263,7 +263,7 @@ def _load_seeded_cross_encoder(path: Path) -> Any:
     import torch
     from sentence_transformers import CrossEncoder
 
-    from rag_core.models import RANDOM_HEAD_SEED
+    from rag_core.retrieve.models import RANDOM_HEAD_SEED
 
     torch.manual_seed(RANDOM_HEAD_SEED)
     return CrossEncoder(str(path), num_labels=1, device="cpu", activation_fn=torch.nn.Identity())
