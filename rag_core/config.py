@@ -27,6 +27,7 @@ DEFAULT_LLM_MODEL = "claude-sonnet-5-5"
 MODES = ("dense", "bm25", "hybrid")
 BM25_BACKENDS = ("bm25s", "rank_bm25")
 LLM_PROVIDERS = ("anthropic", "openai")
+RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 # setting -> environment variable that overrides it
 ENV_OVERRIDES = {
@@ -63,6 +64,7 @@ class RagConfig:
     # models
     embed_model: str = DEFAULT_EMBED_MODEL
     rerank_model: str = DEFAULT_RERANK_MODEL
+    rerank_backend: str = "torch"  # torch | onnx | onnx-int8 (ONNX Runtime, exported from rerank_model)
     embed_batch_size: int = 32
     model_fallback: bool = True  # offline: fall back to the packaged MiniLM, announced and recorded
     # generation
@@ -90,6 +92,7 @@ class RagConfig:
             (self.rerank_depth >= 0, "rerank_depth must be >= 0"),
             (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {', '.join(TOKENIZERS)}"),
             (self.bm25_backend in BM25_BACKENDS, f"bm25_backend must be one of {', '.join(BM25_BACKENDS)}"),
+            (self.rerank_backend in RERANK_BACKENDS, f"rerank_backend must be one of {', '.join(RERANK_BACKENDS)}"),
             (self.bm25_k1 >= 0, "bm25_k1 must be >= 0"),
             (0 <= self.bm25_b <= 1, "bm25_b must be between 0 and 1"),
             (self.embed_batch_size > 0, "embed_batch_size must be > 0"),
@@ -150,6 +153,7 @@ SETTING_HELP = {
     "bm25_b": "BM25 length normalisation",
     "embed_model": "embedding model, hub name or local directory (env RAG_EMBED_MODEL)",
     "rerank_model": "cross-encoder, hub name or local directory (env RAG_RERANK_MODEL)",
+    "rerank_backend": "cross-encoder runtime: torch | onnx | onnx-int8 (ONNX Runtime, exported once into the store)",
     "embed_batch_size": "texts per embedding batch",
     "model_fallback": "offline: fall back to the packaged MiniLM (announced, recorded)",
     "llm_provider": "anthropic | openai (env LLM_PROVIDER)",

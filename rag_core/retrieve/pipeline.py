@@ -75,7 +75,9 @@ class Pipeline:
         """The cross-encoder, or None: re-ranking off (``rerank_depth`` 0) or its model unavailable."""
         if self.config.rerank_depth == 0:
             return None
-        reranker = self._reranker or Reranker(self.config.rerank_model, self.index.cache)
+        reranker = self._reranker or Reranker(self.config.rerank_model, self.index.cache,
+                                              backend=self.config.rerank_backend,
+                                              export_dir=self.index.store_dir / "onnx")
         error = reranker.unavailable()
         if error is None:
             return reranker

@@ -14,9 +14,11 @@ Left out: listwise re-rankers and LLM re-ranking.
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.models import LoadedModel, ModelLoadError, load_cross_encoder
@@ -35,10 +37,13 @@ class RerankScores:
 
 
 class Reranker:
-    def __init__(self, model_name: str, cache: ScoreCache | None = None, batch_size: int = 16):
+    def __init__(self, model_name: str, cache: ScoreCache | None = None, batch_size: int = 16,
+                 backend: str = "torch", export_dir: Path | None = None):
         self.model_name = model_name
         self.cache = cache
         self.batch_size = batch_size
+        self.backend = backend
+        self.export_dir = export_dir  # where ONNX exports are cached (the store's onnx/ folder)
         self._loaded: LoadedModel | None = None
 
     @property
@@ -62,21 +67,31 @@ class Reranker:
     def name_used(self) -> str:
         return self.loaded.used
 
+    @property
+    def _cache_name(self) -> str:
+        """The score cache's model key: each backend's scores are its own."""
+        return self.name_used if self.backend == "torch" else f"{self.name_used} [{self.backend}]"
+
+    def _predict(self, pairs: list[tuple[str, str]]) -> Any:
+        if self.backend == "torch":
+            return self.loaded.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
+        if self.export_dir is None:
+            raise ValueError(f"rerank_backend {self.backend!r} needs a folder for its export (export_dir)")
+        return _onnx_model(self.model_name, self.backend, self.export_dir).predict(pairs, batch_size=self.batch_size)
+
     def score(self, query: str, texts: Sequence[str]) -> RerankScores:
         # text_sha1 -> (score, model seconds)
-        cached = self.cache.get_scores(self.name_used, query, texts) if self.cache else {}
+        cached = self.cache.get_scores(self._cache_name, query, texts) if self.cache else {}
         missing = list(dict.fromkeys(text for text in texts if text_sha1(text) not in cached))
         computed_seconds = 0.0
         if missing:
             started = time.perf_counter()
-            scores = self.loaded.model.predict(
-                [(query, text) for text in missing], batch_size=self.batch_size, show_progress_bar=False
-            )
+            scores = self._predict([(query, text) for text in missing])
             computed_seconds = time.perf_counter() - started
             seconds_each = computed_seconds / len(missing)
             scores = [float(score) for score in scores]
             if self.cache:
-                self.cache.put_scores(self.name_used, query, missing, scores, seconds_each)
+                self.cache.put_scores(self._cache_name, query, missing, scores, seconds_each)
             cached.update((text_sha1(text), (score, seconds_each)) for text, score in zip(missing, scores))
         unique = {text_sha1(text) for text in texts}
         return RerankScores(
@@ -86,3 +101,11 @@ class Reranker:
             pairs_scored=len(missing),
             cache_hits=len(texts) - len(missing),
         )
+
+
+@functools.lru_cache(maxsize=4)
+def _onnx_model(model_name: str, backend: str, export_dir: Path) -> Any:
+    """The ONNX Runtime session of `model_name` for `backend`, exported on first use (per process)."""
+    from rag_core.retrieve.onnx_backend import OnnxCrossEncoder, quantize_for
+
+    return OnnxCrossEncoder.load(load_cross_encoder(model_name).model, export_dir, quantize=quantize_for(backend))

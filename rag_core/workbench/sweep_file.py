@@ -72,7 +72,8 @@ class SweepPoint:
     def rerank_key(self) -> tuple | None:
         """Points with the same key score the same cross-encoder pairs: never run two at once."""
         cfg = self.config
-        return (cfg.chunk_size, cfg.overlap, cfg.per_page, cfg.rerank_model) if cfg.rerank_depth > 0 else None
+        return ((cfg.chunk_size, cfg.overlap, cfg.per_page, cfg.rerank_model, cfg.rerank_backend)
+                if cfg.rerank_depth > 0 else None)
 
 
 @dataclass(frozen=True)
