@@ -61,6 +61,7 @@ def test_fp32_logits_equal_torch(onnx_fp32, torch_model, torch_scores, pairs):
     assert scores.shape == (len(pairs),) and scores.dtype == np.float32
     np.testing.assert_allclose(scores, torch_scores, atol=1e-3, rtol=0)
     assert onnx_fp32.max_length == torch_model.max_seq_length
+    assert torch_model.model.config._attn_implementation == "sdpa"  # exported with eager attention, then restored
 
 
 def test_int8_ranks_like_torch_and_is_quantized(onnx_int8, onnx_fp32, torch_scores, pairs):
