@@ -45,6 +45,8 @@ mlflow-ui: $(STAMP)
 
 benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py
+	$(BIN)/python benchmarks/rerank_backends.py
+	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/sweep.py
 
 clean-store:

@@ -98,6 +98,9 @@ def main() -> None:
     parser.add_argument("--documents", type=int, default=46, help="synthetic documents (about 75 chunks each)")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--rerank-queries", type=int, default=5, help="queries re-ranked without cache")
+    parser.add_argument("--rerank-model", default=os.environ.get("RAG_RERANK_MODEL", "random-head:packaged:minilm"),
+                        help="cross-encoder [$RAG_RERANK_MODEL, else the random-head stand-in: cost only, its scores "
+                             "mean nothing]; per-backend cost and agreement: benchmarks/rerank_backends.py")
     args = parser.parse_args()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -134,7 +137,7 @@ def main() -> None:
         reciprocal_rank_fusion([[h.id for h in dense], [h.id for h in keyword]], k=60)
         samples["fusion"].append((time.perf_counter() - started) * 1000)
 
-    reranker = Reranker(config.rerank_model, cache=None)  # no cache: the model's real cost
+    reranker = Reranker(args.rerank_model, cache=None)  # no cache: the model's real cost
     reranker.loaded
     samples["rerank_20"] = []
     for query in queries[: args.rerank_queries]:
