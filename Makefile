@@ -24,7 +24,6 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
-	$(BIN)/python -c "from rag_core.metrics import warm_up; warm_up()"  # compiles ranx's numba code once (~40 s)
 	touch $(STAMP)
 
 demo: $(STAMP)
