@@ -35,7 +35,7 @@ def format_result(result: SweepResult) -> str:
         f"Executed notebooks: {result.output_dir}",
     ]
     if result.unavailable:
-        lines.append(f"Not run: {result.unavailable}")
+        lines.append(result.unavailable[0].upper() + result.unavailable[1:])
     if result.failed:
         lines.append(f"{len(result.failed)} point(s) FAILED: " + "; ".join(
             f"{outcome.point.label}: {(outcome.error or '').splitlines()[0][:150]}" for outcome in result.failed)
