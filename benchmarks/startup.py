@@ -42,9 +42,9 @@ def timed(*args: str, env: dict[str, str] | None = None) -> float:
 def heavy_modules_of_a_bm25_query(store: Path) -> list[str]:
     code = ("import sys; from rag_core.cli import main; "
             f"main(['query', 'rate limit', '--mode', 'bm25', '--rerank-depth', '0', '--no-llm', '--store', {str(store)!r}]); "
-            f"print(','.join(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
+            f"print('modules:', *(m for m in {HEAVY!r} if m in sys.modules), file=sys.stderr)")
     completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    return [name for name in completed.stderr.strip().splitlines()[-1].split(",") if name]
+    return completed.stderr.strip().splitlines()[-1].split()[1:]
 
 
 def main() -> int:
