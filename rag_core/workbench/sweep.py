@@ -112,7 +112,8 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
         prebuild = _prebuild(todo, inputs, store_dir, echo)
 
     job = PointJob(spec, experiment, parent_id, store_dir, output_dir, tracker, notebook)
-    counter = itertools.count(len(outcomes) + 1)
+    runnable = len(points) - len(unavailable)  # progress counts the points that can run
+    counter = itertools.count(runnable - len(todo) + 1)
     lock = threading.Lock()
     running: set[str] = set()  # child run ids whose notebook is executing
     all_kernels: list[WarmKernel] = []
@@ -125,7 +126,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
                 all_kernels.append(local.kernel)
         outcome = run_point(point, point_hashes[point.number], job, local.kernel, running)
         with lock:
-            echo(progress_line(next(counter), len(points), outcome, spec.primary_metric))
+            echo(progress_line(next(counter), runnable, outcome, spec.primary_metric))
         return outcome
 
     try:
