@@ -32,3 +32,21 @@ def test_collections_are_separate(tmp_path):
     store.upsert("dense-a", ["x"], np.ones((1, 4), np.float32) / 2, [{"doc_id": "a"}], ["a"])
     assert store.count("dense-a") == 1
     assert store.count("dense-b") == 0
+
+
+def test_where_filters_before_ranking(tmp_path):
+    """The nearest vectors belong to another company: a filter still returns k hits, all matching."""
+    rng = np.random.default_rng(5)
+    vectors = rng.normal(size=(40, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    ids = [f"c{i}" for i in range(40)]
+    metadata = [{"doc_id": f"d{i % 4}.pdf", "company": "3M" if i % 4 == 0 else "AMD", "year": 2018 + i % 2}
+                for i in range(40)]
+    store = ChromaVectorStore(tmp_path / "chroma")
+    store.upsert("dense-f", ids, vectors, metadata, ids)
+    query = vectors[1]  # an AMD vector
+    wanted = [i for i in range(40) if metadata[i]["company"] == "3M" and metadata[i]["year"] == 2018]
+    expected = sorted(wanted, key=lambda i: -float(vectors[i] @ query))[:3]
+    hits = store.search("dense-f", query, 3, where={"company": "3M", "year": 2018})
+    assert [hit.id for hit in hits] == [ids[i] for i in expected]
+    assert [hit.id for hit in store.search("dense-f", query, 2, where={"company": "AMD"})][0] == "c1"

@@ -3,7 +3,8 @@
 ``VectorStore`` is the small interface the pipeline uses, so a server (Chroma in client/server mode,
 Qdrant) can replace the embedded default; ``ChromaVectorStore`` is that default, a ChromaDB
 ``PersistentClient`` on disk. Writes are upserts by chunk id, so writing the same chunks twice adds
-nothing. Left out: metadata filtering and deletion of single items.
+nothing. ``search`` takes an optional ``where``: metadata that every hit must match exactly (a
+conjunction of equalities), applied by the store before ranking. Left out: deletion of single items.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ class VectorStore(Protocol):
     def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray,
                metadatas: Sequence[Mapping[str, str | int]], texts: Sequence[str]) -> None: ...
 
-    def search(self, collection: str, vector: np.ndarray, k: int) -> list[ScoredId]: ...
+    def search(self, collection: str, vector: np.ndarray, k: int,
+               where: Mapping[str, str | int] | None = None) -> list[ScoredId]: ...
 
 
 class ChromaVectorStore:
@@ -60,12 +62,22 @@ class ChromaVectorStore:
                 documents=list(texts[start:end]),
             )
 
-    def search(self, collection: str, vector: np.ndarray, k: int) -> list[ScoredId]:
+    def search(self, collection: str, vector: np.ndarray, k: int,
+               where: Mapping[str, str | int] | None = None) -> list[ScoredId]:
         target = self._collection(collection)
         result = target.query(
             query_embeddings=np.asarray(vector, dtype=np.float32)[None, :],
             n_results=min(k, max(1, target.count())),
+            where=chroma_where(where),
             include=["distances"],
         )
         # Chroma's cosine distance is 1 - cosine similarity.
         return [ScoredId(id_, 1.0 - float(distance)) for id_, distance in zip(result["ids"][0], result["distances"][0])]
+
+
+def chroma_where(where: Mapping[str, str | int] | None) -> dict | None:
+    """Chroma's filter for a conjunction of equalities (one clause stands alone, several need $and)."""
+    if not where:
+        return None
+    clauses = [{key: value} for key, value in sorted(where.items())]
+    return clauses[0] if len(clauses) == 1 else {"$and": clauses}
