@@ -50,3 +50,5 @@ def test_where_filters_before_ranking(tmp_path):
     hits = store.search("dense-f", query, 3, where={"company": "3M", "year": 2018})
     assert [hit.id for hit in hits] == [ids[i] for i in expected]
     assert [hit.id for hit in store.search("dense-f", query, 2, where={"company": "AMD"})][0] == "c1"
+    any_of = store.search("dense-f", query, 40, where={"doc_id": ["d0.pdf", "d2.pdf"]})
+    assert sorted(hit.id for hit in any_of) == sorted(ids[i] for i in range(40) if i % 2 == 0)

@@ -3,8 +3,8 @@
 ``VectorStore`` is the small interface the pipeline uses, so a server (Chroma in client/server mode,
 Qdrant) can replace the embedded default; ``ChromaVectorStore`` is that default, a ChromaDB
 ``PersistentClient`` on disk. Writes are upserts by chunk id, so writing the same chunks twice adds
-nothing. ``search`` takes an optional ``where``: metadata that every hit must match exactly (a
-conjunction of equalities), applied by the store before ranking. Left out: deletion of single items.
+nothing. ``search`` takes an optional ``where``: metadata every hit must match, applied by the store
+before ranking; each key holds one value (equality) or a list (any of them), and all keys must match. Left out: deletion of single items.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ import numpy as np
 from rag_core.records import ScoredId
 
 _UPSERT_BATCH = 1000
+# metadata key -> the value it must have, or the values it may have
+Where = Mapping[str, "str | int | Sequence[str | int]"]
 
 
 class VectorStore(Protocol):
@@ -26,7 +28,7 @@ class VectorStore(Protocol):
                metadatas: Sequence[Mapping[str, str | int]], texts: Sequence[str]) -> None: ...
 
     def search(self, collection: str, vector: np.ndarray, k: int,
-               where: Mapping[str, str | int] | None = None) -> list[ScoredId]: ...
+               where: Where | None = None) -> list[ScoredId]: ...
 
 
 class ChromaVectorStore:
@@ -63,7 +65,7 @@ class ChromaVectorStore:
             )
 
     def search(self, collection: str, vector: np.ndarray, k: int,
-               where: Mapping[str, str | int] | None = None) -> list[ScoredId]:
+               where: Where | None = None) -> list[ScoredId]:
         target = self._collection(collection)
         result = target.query(
             query_embeddings=np.asarray(vector, dtype=np.float32)[None, :],
@@ -75,9 +77,10 @@ class ChromaVectorStore:
         return [ScoredId(id_, 1.0 - float(distance)) for id_, distance in zip(result["ids"][0], result["distances"][0])]
 
 
-def chroma_where(where: Mapping[str, str | int] | None) -> dict | None:
-    """Chroma's filter for a conjunction of equalities (one clause stands alone, several need $and)."""
+def chroma_where(where: Where | None) -> dict | None:
+    """Chroma's filter for ``where`` (one clause stands alone, several need $and)."""
     if not where:
         return None
-    clauses = [{key: value} for key, value in sorted(where.items())]
+    clauses = [{key: {"$in": list(value)} if isinstance(value, (list, tuple)) else value}
+               for key, value in sorted(where.items())]
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
