@@ -7,7 +7,9 @@ the provider's error body), checks that each request has the fields the API requ
 records every request (path, headers without the credentials, JSON body) for tests to assert on.
 A 401 echoes the key it received, as a careless server might, so that tests can check redaction;
 ``malformed`` sends a 200 with a broken body and ``hanging`` answers only after a delay.
-An empty queue answers 500, so a test never passes on an unplanned call. Left out: streaming, tools.
+An empty queue answers 500, so a test never passes on an unplanned call, unless a ``responder`` is
+set: a function of the request that computes the reply from the prompt (``tests/llm_responders.py``:
+golden-question writing and judging, deterministically). Left out: streaming, tools.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Callable
 
 CREDENTIAL_HEADERS = {"authorization", "x-api-key", "api-key"}
 
@@ -107,6 +109,7 @@ class FakeLLMServer:
     def __init__(self) -> None:
         self.queue: deque[Scripted] = deque()
         self.requests: list[RecordedRequest] = []
+        self.responder: Callable[[RecordedRequest], Scripted | str] | None = None  # used when the queue is empty
         self._lock = threading.Lock()
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
         self._httpd.daemon_threads = True
@@ -162,7 +165,8 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
                 body = {"_unparseable": raw.decode("utf-8", "replace")}
             headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in CREDENTIAL_HEADERS}
             key = self.headers.get("x-api-key") or self.headers.get("authorization", "").removeprefix("Bearer ")
-            server._record(RecordedRequest(self.path, headers, body, had_credentials=bool(key)))
+            recorded = RecordedRequest(self.path, headers, body, had_credentials=bool(key))
+            server._record(recorded)
             if self.path == "/v1/messages":
                 api = "anthropic"
             elif self.path == "/v1/chat/completions":
@@ -173,6 +177,9 @@ def _make_handler(server: FakeLLMServer) -> type[BaseHTTPRequestHandler]:
             if problem:
                 return self._error(api, Scripted(status=400, message=problem), key)
             scripted = server._next()
+            if scripted is None and server.responder is not None:
+                answer = server.responder(recorded)
+                scripted = answer if isinstance(answer, Scripted) else reply(answer)
             if scripted is None:
                 return self._error(api, Scripted(status=500, message="fake server: no scripted response left"), key)
             if scripted.delay_s:

@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--rerun", action="store_true",
                        help="run every point again under a new parent run, even those finished before")
     _add_common(sweep)
+
+    from rag_core.cli import calibrate, make_golden  # argparse only; the work is imported when a command runs
+
+    make_golden.add_parser(commands, _add_common)
+    calibrate.add_parser(commands, _add_common)
     return parser
 
 
@@ -170,8 +175,21 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return run_sweep_command(args, store_from_args(args))
 
 
+def cmd_make_golden(args: argparse.Namespace) -> int:
+    from rag_core.cli.make_golden import run_make_golden_command
+
+    return run_make_golden_command(args, config_from_args(args))
+
+
+def cmd_calibrate_judge(args: argparse.Namespace) -> int:
+    from rag_core.cli.calibrate import run_calibrate_command
+
+    return run_calibrate_command(args, config_from_args(args))
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "query": cmd_query, "eval": cmd_eval, "sweep": cmd_sweep,
+    "make-golden": cmd_make_golden, "calibrate-judge": cmd_calibrate_judge,
 }
 
 
