@@ -12,7 +12,8 @@ retried. ``judge_many`` carries on past failures; after a missing or refused key
 remaining queries as missing without calling the API again.
 
 The judge is whichever ``LLMClient`` it is given (the CLI passes the generation client).
-Left out: pairwise comparison of runs, judge calibration, caching of judge replies.
+Left out: pairwise comparison of runs, caching of judge replies (calibration against a person's scores is
+``rag_core.workbench.judge_calibration``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from rag_core.generate.answer import format_passages, new_nonce
-from rag_core.generate.llm import TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, redact, retry_delay
+from rag_core.generate.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, json_objects_in,
+                                  redact, retry_delay)
 from rag_core.records import Hit
 
 log = logging.getLogger(__name__)
@@ -125,15 +127,8 @@ def _format_example(number: int, example: dict[str, Any]) -> str:
 
 def parse_judge_reply(text: str) -> tuple[int, str]:
     """(score, reason) from the first JSON object in ``text`` that has a "score" key."""
-    decoder = json.JSONDecoder()
-    for start, char in enumerate(text):
-        if char != "{":
-            continue
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(value, dict) and "score" in value:
+    for value in json_objects_in(text):
+        if "score" in value:
             score = value["score"]
             if isinstance(score, str) and score.strip().isdigit():
                 score = int(score.strip())

@@ -5,5 +5,5 @@ from rag_core._lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "answer_question": "answer", "Answer": "answer", "LLMClient": "llm", "LLMError": "llm",
-    "check_citations": "citations",
+    "check_citations": "citations", "question_prompt": "question_writer", "estimate_cost": "cost",
 })

@@ -21,6 +21,7 @@ Left out: streaming, tools, images, multi-turn conversations, async.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -116,6 +117,20 @@ class Completion:
     model: str  # the model that answered, as the API reports it
     input_tokens: int
     output_tokens: int
+
+
+def json_objects_in(text: str) -> Iterator[dict[str, Any]]:
+    """Every JSON object in a model's reply, in order, wherever it starts (prose around it is skipped)."""
+    decoder = json.JSONDecoder()
+    for start, char in enumerate(text):
+        if char != "{":
+            continue
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            yield value
 
 
 def api_key_for(provider: str) -> str | None:

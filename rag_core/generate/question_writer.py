@@ -12,7 +12,6 @@ Left out: several questions per request, asking for distractors or unanswerable 
 from __future__ import annotations
 
 import html
-import json
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -23,6 +22,7 @@ import yaml
 from rag_core.doc_ids import escape_controls
 from rag_core.evaluate.passage_sampling import Passage
 from rag_core.generate.answer import new_nonce
+from rag_core.generate.llm import json_objects_in
 
 QUESTION_MAX_TOKENS = 600
 
@@ -66,16 +66,7 @@ def question_prompt(passage: Passage, question_type: str, *, nonce: str | None =
 
 def parse_question_reply(text: str) -> WrittenQuestion | str:
     """The question written, or the reason given for skipping the passage (a str)."""
-    decoder = json.JSONDecoder()
-    for start, char in enumerate(text):
-        if char != "{":
-            continue
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            continue
-        if not isinstance(value, dict):
-            continue
+    for value in json_objects_in(text):
         if "skip" in value and "question" not in value:
             return str(value["skip"]) or "skipped"
         if "question" in value:

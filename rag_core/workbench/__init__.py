@@ -13,5 +13,6 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "load_sweep": "sweep_file", "SweepSpec": "sweep_file", "SweepPoint": "sweep_file", "run_sweep": "sweep",
     "SweepResult": "sweep", "PointOutcome": "points", "read_recorded_result": "points",
     "evaluate_and_log": "evaluation", "load_eval_inputs": "evaluation", "Tracker": "tracking",
-    "comparison_table": "compare", "load_runs": "compare",
+    "comparison_table": "compare", "load_runs": "compare", "calibrate_judge": "judge_calibration",
+    "log_calibration": "judge_calibration",
 })
