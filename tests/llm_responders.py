@@ -7,7 +7,7 @@
   answer's words (of 4+ letters) found in what the rubric compares it with (passages, question or
   reference answer): deterministic, roughly sensible, never a claim about a real judge's quality.
 - ``table_judge``: scores looked up by (answer text, axis), for hand-computed expectations.
-- ``dispatch``: either of the first two, by the system prompt. ``python tests/llm_responders.py``
+- ``dispatcher``: either of the first two, by the system prompt. ``python tests/llm_responders.py``
   serves it on 127.0.0.1 and prints the variables that point ``rag-pipeline`` at it.
 Left out: anything a test does not use.
 """
@@ -89,13 +89,20 @@ def table_judge(table: Mapping[tuple[str, str], int]) -> Callable[[RecordedReque
     return respond
 
 
-def dispatch(request: RecordedRequest, writer: GoldenWriter = GoldenWriter()) -> str:
-    return heuristic_judge(request) if "Rubric:" in request.system else writer(request)
+def dispatcher(writer: GoldenWriter) -> Callable[[RecordedRequest], str]:
+    """Judge requests to ``heuristic_judge``, every other request to `writer`."""
+    return lambda request: heuristic_judge(request) if "Rubric:" in request.system else writer(request)
 
 
-def main() -> None:  # pragma: no cover - a manual tool
+def main(argv: list[str] | None = None) -> None:  # pragma: no cover - a manual tool
+    import argparse
+
+    parser = argparse.ArgumentParser(description="Serve the local LLM stand-in until Ctrl-C.")
+    parser.add_argument("--bad-every", type=int, default=0, help="every Nth question quotes text in no document")
+    parser.add_argument("--duplicate-every", type=int, default=0, help="every Nth question repeats the previous one")
+    args = parser.parse_args(argv)
     server = FakeLLMServer().start()
-    server.responder = dispatch
+    server.responder = dispatcher(GoldenWriter(args.bad_every, args.duplicate_every))
     print(f"export ANTHROPIC_BASE_URL={server.anthropic_base_url} ANTHROPIC_API_KEY=sk-ant-local-stand-in",
           flush=True)
     print("local LLM stand-in running; Ctrl-C stops it", file=sys.stderr)
