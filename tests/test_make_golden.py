@@ -10,8 +10,9 @@ import re
 import pytest
 
 from conftest import run_cli
-from llm_fixtures import PLANTED_KEY, anthropic_env, clean_llm_env, llm_server  # noqa: F401 - fixtures
+from llm_fixtures import PLANTED_KEY, anthropic_env, clean_llm_env, llm_server, openai_env  # noqa: F401 - fixtures
 from llm_responders import NOT_IN_ANY_DOCUMENT, GoldenWriter
+from llm_server import Scripted
 from pdf_factory import write_pdf
 from rag_core.evaluate.golden import load_golden
 from rag_core.evaluate.make_golden import generate_golden, near_duplicate
@@ -193,3 +194,24 @@ def test_make_golden_without_a_key_or_with_a_bad_type(tmp_path, clean_llm_env):
                        env={"ANTHROPIC_API_KEY": PLANTED_KEY})
     assert bad_type.returncode == 2 and "factoid" in bad_type.stderr and "Traceback" not in bad_type.stderr
     assert not out.exists()
+
+
+@pytest.mark.slow
+def test_openai_provider_writes_questions_too(small_corpus, openai_env):
+    openai_env.responder = GoldenWriter()
+    _, documents = small_corpus
+    result = generate_golden(documents, LLMClient("openai", "gpt-4o-mini"), 3)
+    assert len(result.records) == 3 and [q.path for q in openai_env.requests] == ["/v1/chat/completions"] * 3
+    assert {r["evidence"][0]["source"] for r in result.records} == set(PAGES)
+
+
+@pytest.mark.slow
+def test_a_refused_key_stops_make_golden_with_one_line_and_no_file(tmp_path, small_corpus, anthropic_env):
+    anthropic_env.script(Scripted(status=401))  # the server echoes the key it got; it must not be printed
+    docs, _ = small_corpus
+    out = tmp_path / "g.jsonl"
+    result = run_cli("make-golden", "--input", str(docs), "--out", str(out), "--n", "2",
+                     env={"ANTHROPIC_API_KEY": PLANTED_KEY, "ANTHROPIC_BASE_URL": anthropic_env.anthropic_base_url})
+    assert result.returncode == 1 and "rejected the API key" in result.stderr
+    assert PLANTED_KEY not in result.stdout + result.stderr and "Traceback" not in result.stderr
+    assert not out.exists() and len(anthropic_env.requests) == 1
