@@ -15,7 +15,8 @@ from llm_responders import NOT_IN_ANY_DOCUMENT, GoldenWriter
 from llm_server import Scripted
 from pdf_factory import write_pdf
 from rag_core.evaluate.golden import load_golden
-from rag_core.evaluate.make_golden import generate_golden, near_duplicate
+from rag_core.evaluate.make_golden import generate_golden
+from rag_core.evaluate.near_duplicates import near_duplicate
 from rag_core.evaluate.passage_sampling import Passage, interleave, position_in, stratified_order
 from rag_core.generate.cost import TokenUsage, estimate_cost, price_of
 from rag_core.generate.llm import LLMClient

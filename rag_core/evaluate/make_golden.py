@@ -6,8 +6,8 @@ sentence(s) of the passage that support it (``rag_core.generate.question_writer`
 kept only if
 - every evidence quote is found in its document by ``locate_evidence``, the very alignment the
   evaluator uses (so ``eval`` will find it too); otherwise it is dropped as *unlocatable*;
-- it is not a near-duplicate of a question already kept: rapidfuzz ``token_set_ratio`` of the
-  lower-cased words at or above ``duplicate_threshold`` (0-100) drops it as a *duplicate*.
+- it is not a near-duplicate of a question already kept (``rag_core.evaluate.near_duplicates``,
+  at ``duplicate_threshold``); otherwise it is dropped as a *duplicate*.
 Passages are taken in the stratified order, except that the next one always comes from a
 document with the fewest questions kept so far: a dropped question is replaced from the same
 document when it has passages left. This goes on until ``n`` are kept, the passages run out, or
@@ -26,15 +26,13 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from rapidfuzz import fuzz, process
-
 from rag_core.evaluate.golden import GoldenSetError
+from rag_core.evaluate.near_duplicates import near_duplicate
 from rag_core.evaluate.passage_sampling import Passage, candidate_passages, stratified_order
 from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
 from rag_core.generate.cost import TokenUsage
@@ -158,19 +156,6 @@ def _check(reply: str, passage: Passage, document: Document, records: Sequence[d
     if twin is not None:
         return _drop("near-duplicate question", passage, question=written.question, duplicate_of=twin)
     return written, evidence
-
-
-def near_duplicate(question: str, kept: Sequence[str], threshold: float) -> str | None:
-    """The first kept question whose words match `question`'s at `threshold` (token_set_ratio), or None."""
-    if not kept:
-        return None
-    match = process.extractOne(_words(question), [_words(q) for q in kept], scorer=fuzz.token_set_ratio,
-                               score_cutoff=threshold)
-    return kept[match[2]] if match else None
-
-
-def _words(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
 
 
 def _drop(reason: str, passage: Passage, **details: str) -> dict[str, Any]:
