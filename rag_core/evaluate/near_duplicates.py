@@ -16,7 +16,7 @@ from rapidfuzz import fuzz, process
 
 
 def near_duplicate(question: str, kept: Sequence[str], threshold: float) -> str | None:
-    """The first kept question whose words match `question`'s at `threshold` (token_set_ratio), or None."""
+    """The kept question most like `question` if their token_set_ratio reaches `threshold`, else None."""
     if not kept:
         return None
     match = process.extractOne(_words(question), [_words(q) for q in kept], scorer=fuzz.token_set_ratio,
