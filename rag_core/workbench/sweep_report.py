@@ -71,7 +71,7 @@ def compare_sweep(runs: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"],
                                 holdout.default_status, extra)
     except ValueError:  # no point finished: nothing to choose from
         return comparison_table(runs, primary_metric, settings, metrics, per_query=per_query), None
-    table = comparison_table(runs, f"tune/{primary_metric}", settings, [f"holdout/{primary_metric}", *metrics],
+    table = comparison_table(runs, f"tune/{primary_metric}", settings, [f"holdout/{primary_metric}", primary_metric, *metrics],
                              per_query=per_query, split=holdout.split)
     default_role = "default" + (" (extra point)" if extra else "")
     roles = {report.winner.run_id: "winner", **({report.default.run_id: default_role} if report.default else {})}
@@ -116,6 +116,19 @@ def read_sweep_holdout(experiment: str, parent_run_id: str | None = None,
         return None
     tags = tracker.client.get_run(parent_run_id).data.tags
     return SweepHoldout(split, tags.get("rag.default_run_id") or None, tags.get("rag.default_point", "unknown"))
+
+
+def best_and_baseline(runs: "pd.DataFrame", primary_metric: str,
+                      report: HoldoutReport | None = None) -> tuple["pd.Series", "pd.Series"]:
+    """The runs to test against each other: the winner and the default run of a holdout report; without
+    one (or without a default score), the best run on all queries and the run closest to the defaults."""
+    from rag_core.workbench.compare import baseline_run
+
+    def row(run_id: str) -> "pd.Series":
+        return runs[runs["run_id"] == run_id].iloc[0]
+
+    best = row(report.winner.run_id) if report else runs.sort_values(primary_metric, ascending=False).iloc[0]
+    return best, row(report.default.run_id) if report and report.default else baseline_run(runs)
 
 
 def _default_run(plan: HoldoutPlan, outcomes: Sequence["PointOutcome"]) -> tuple[str | None, str]:
