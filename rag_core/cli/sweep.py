@@ -60,6 +60,9 @@ def format_holdout(report: HoldoutReport) -> str:
     else:
         lines.append(f"  default {report.default.label} ({report.default_status}): tuning {report.default.tune}, "
                      f"held-out {report.default.holdout}")
+        drop = report.default.tune.estimate - report.default.holdout.estimate
+        lines.append(f"  the default's own tuning - held-out difference: {drop:+.3f} (the parts differ in difficulty); "
+                     f"the winner's optimism beyond that: {report.optimism - drop:+.3f}")
         if report.gain is not None:
             lines.append(f"  winner - default on the held-out queries: {report.gain.estimate:+.3f} "
                          f"[{report.gain.low:+.3f}, {report.gain.high:+.3f}]")

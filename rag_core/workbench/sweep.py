@@ -84,7 +84,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     started = time.perf_counter()
     store_dir = Path(store_dir).resolve()
     tracker = Tracker.at(tracking_uri)
-    output_dir = Path(output_dir) if output_dir else spec.path.resolve().parent / "runs" / spec.name
+    output_dir = Path(output_dir).resolve() if output_dir else spec.path.resolve().parent / "runs" / spec.name
     output_dir.mkdir(parents=True, exist_ok=True)
     points, skipped_invalid = spec.points()
     for message in skipped_invalid:

@@ -171,7 +171,8 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
         raise ConfigError(f"{path}: max_queries must be a positive integer")
     holdout, holdout_seed = check_holdout(data.get("holdout"), data.get("holdout_seed"), str(path))
     spec = SweepSpec(
-        name=str(data.get("name") or path.stem), path=path, input_dir=resolve(data.get("input")),
+        # resolved: papermill changes the process's directory while a notebook runs (racy with worker threads)
+        name=str(data.get("name") or path.stem), path=path.resolve(), input_dir=resolve(data.get("input")),
         golden=resolve(data.get("golden")), beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
         max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
         primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,
