@@ -118,4 +118,5 @@ def holdout_report(runs: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"]
         winner_values, default_values = (per_query[run.run_id].set_index("query_id")[metric] for run in (winner, default))
         held_out = [query_id for query_id in split.held_out if query_id in winner_values.index]
         gain = bootstrap_interval((winner_values[held_out] - default_values.reindex(held_out)).to_numpy())
-    return HoldoutReport(metric, split, winner, default, default_status if default else f"no score ({default_status})", gain)
+    status = default_status if default or default_status.startswith("no score") else f"no score ({default_status})"
+    return HoldoutReport(metric, split, winner, default, status, gain)
