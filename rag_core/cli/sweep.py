@@ -1,4 +1,5 @@
-"""``rag-pipeline sweep FILE``: run a sweep and print its comparison table (or JSON).
+"""``rag-pipeline sweep FILE``: run a sweep and print its comparison table (or JSON), every metric with
+its bootstrap 95% interval, and, when the sweep holds out queries, the honest winner.
 
 Left out: the sweep itself (``rag_core.workbench``).
 """
@@ -12,19 +13,23 @@ from pathlib import Path
 
 from rag_core.config import setting_names
 from rag_core.workbench import SweepResult, load_sweep, run_sweep
+from rag_core.workbench.honest import HoldoutReport
+from rag_core.workbench.intervals import shown_with_intervals
 
 
 def format_result(result: SweepResult) -> str:
     """The comparison table (best first), what was not run and why, and where things are."""
     import pandas as pd
 
-    with pd.option_context("display.width", 200, "display.max_columns", 50, "display.max_colwidth", 40):
-        table = result.table.to_string(index=False, float_format=lambda v: f"{v:.3f}")
+    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
+        table = shown_with_intervals(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}")
     work = result.work
+    ranked_by = f"tune/{result.primary_metric} (the tuning queries)" if result.holdout else result.primary_metric
     lines = [
-        f"Sweep {result.name!r}: best first by {result.primary_metric}",
+        f"Sweep {result.name!r}: best first by {ranked_by}; [95% bootstrap interval over queries]",
         table,
         "",
+        *([format_holdout(result.holdout), ""] if result.holdout else []),
         f"Work: {int(work['sweep/points'])} points, {int(work['sweep/distinct_chunkings'])} distinct chunkings, "
         f"{int(work['sweep/dense_indexes_built'])} dense indexes built, {int(work['sweep/chunks_embedded'])} chunks "
         f"embedded ({int(work['sweep/embed_cache_hits'])} from cache), {int(work['sweep/candidates_reused'])} "
@@ -43,6 +48,27 @@ def format_result(result: SweepResult) -> str:
     return "\n".join(lines)
 
 
+def format_holdout(report: HoldoutReport) -> str:
+    """The honest winner: chosen on the tuning queries, scored on the held-out ones, next to the default."""
+    split, metric = report.split, report.metric
+    lines = [f"Held out {len(split.held_out)} of {len(split.tuning) + len(split.held_out)} queries "
+             f"(holdout {split.fraction:g}, seed {split.seed}); {metric}:",
+             f"  winner  {report.winner.label}: tuning {report.winner.tune}, held-out {report.winner.holdout}; "
+             f"optimism (tuning - held-out) {report.optimism:+.3f}"]
+    if report.default is None:
+        lines.append(f"  default configuration: {report.default_status}")
+    else:
+        lines.append(f"  default {report.default.label} ({report.default_status}): tuning {report.default.tune}, "
+                     f"held-out {report.default.holdout}")
+        drop = report.default.tune.estimate - report.default.holdout.estimate
+        lines.append(f"  the default's own tuning - held-out difference: {drop:+.3f} (the parts differ in difficulty); "
+                     f"the winner's optimism beyond that: {report.optimism - drop:+.3f}")
+        if report.gain is not None:
+            lines.append(f"  winner - default on the held-out queries: {report.gain.estimate:+.3f} "
+                         f"[{report.gain.low:+.3f}, {report.gain.high:+.3f}]")
+    return "\n".join(lines)
+
+
 def run_sweep_command(args: argparse.Namespace, store_dir: Path) -> int:
     """0 when every point that could run finished, 1 when some failed. The sweep file's base sits
     between ``--config`` and the setting flags."""
@@ -58,6 +84,7 @@ def run_sweep_command(args: argparse.Namespace, store_dir: Path) -> int:
             "points": [{"label": o.point.label, "settings": o.point.changes, "status": o.status, "run_id": o.run_id,
                         "error": o.error} for o in result.outcomes],
             "table": json.loads(result.table.to_json(orient="records")),
+            "holdout": result.holdout.as_dict() if result.holdout else None,
         }, indent=2, default=str))
     else:
         print("\n" + format_result(result))

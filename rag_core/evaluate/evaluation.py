@@ -151,6 +151,9 @@ def trace_row(query: GoldenQuery, retrieval: Retrieval, relevant: dict[str, int]
     row.update({f"first_relevant_{stage}": first[stage] for stage in TRACE_STAGES if stage in first})
     row["outcome"] = _outcome(first, retrieval)
     row["top_sources"] = " | ".join(dict.fromkeys(f"{hit.chunk.doc_id} p{hit.chunk.page_start}" for hit in retrieval.hits))
+    # per-query latency: the samples of latency/*_p50_ms and _p95_ms, for their bootstrap intervals
+    row.update({f"latency/{stage}_ms": ms for stage, ms in retrieval.latency_ms.items()})
+    row["latency/total_ms"] = sum(retrieval.latency_ms.values())
     row.update(query_metrics)
     return row
 

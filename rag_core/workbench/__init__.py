@@ -4,7 +4,9 @@ execution of the evaluation notebook in a warm kernel), comparison of runs, and 
 Modules: ``sweep_file`` (reading and checking a sweep file), ``kernels`` (warm Jupyter kernels for
 papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (running them all),
 ``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow),
-``compare`` (runs read back), ``explore`` (the exploration notebook's helpers).
+``compare`` (runs read back), ``explore`` (the exploration notebook's helpers), ``holdout`` (held-out
+queries), ``intervals`` (bootstrap intervals), ``honest`` (the winner chosen on tuning queries),
+``sweep_report`` (a sweep's table and holdout report).
 """
 
 from rag_core._lazy import lazy_exports
@@ -15,4 +17,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "evaluate_and_log": "evaluation", "load_eval_inputs": "evaluation", "Tracker": "tracking",
     "comparison_table": "compare", "load_runs": "compare", "calibrate_judge": "judge_calibration",
     "log_calibration": "judge_calibration",
+    "split_queries": "holdout", "HoldoutSplit": "holdout", "bootstrap_interval": "intervals",
+    "load_per_query": "intervals", "shown_with_intervals": "intervals", "HoldoutReport": "honest",
+    "compare_sweep": "sweep_report", "read_sweep_holdout": "sweep_report",
 })

@@ -1,5 +1,6 @@
 """Comparing evaluation runs read back from MLflow: a table best first, metric-vs-setting and
-quality-vs-latency plots, and a paired significance test between two runs (``ranx.compare``).
+quality-vs-latency plots, and a paired significance test between two runs (``ranx.compare``); the
+table's metrics can carry bootstrap 95% intervals over queries (``rag_core.workbench.intervals``).
 
 Runs come from one sweep (its parent run's children; by default the latest sweep of the experiment)
 or from every evaluation run of an experiment. A table row is one run: its run id and name, every
@@ -22,7 +23,7 @@ import math
 import tempfile
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig, setting_names
 from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, Tracker, run_metrics
@@ -30,6 +31,8 @@ from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, Tracker, run
 if TYPE_CHECKING:
     import pandas as pd
     from ranx.data_structures.report import Report
+
+    from rag_core.workbench.holdout import HoldoutSplit
 
 NOTHING_RETRIEVED = "__nothing_retrieved__"  # stands in for an empty ranking (scores 0, as rag_core.evaluate.metrics)
 NOTHING_RELEVANT = "__nothing_relevant__"  # stands in for a query without relevant items at a level
@@ -85,8 +88,12 @@ def swept_settings(runs: "pd.DataFrame") -> list[str]:
 
 
 def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequence[str] | None = None,
-                     metrics: Iterable[str] = ()) -> "pd.DataFrame":
-    """Finished runs best first by `primary_metric` (rank 1 = best), then the others (failed)."""
+                     metrics: Iterable[str] = (), *, per_query: Mapping[str, "pd.DataFrame"] | None = None,
+                     split: "HoldoutSplit | None" = None) -> "pd.DataFrame":
+    """Finished runs best first by `primary_metric` (rank 1 = best), then the others (failed). With
+    `per_query` (run id -> per-query table, ``intervals.load_per_query``), every metric gets its bootstrap
+    95% interval over queries in ``<metric> ci_low`` / ``<metric> ci_high`` columns (``tune/`` and
+    ``holdout/`` metrics over that part of `split`)."""
     import pandas as pd
 
     settings = list(settings) if settings is not None else swept_settings(runs)
@@ -100,7 +107,12 @@ def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequen
     table = pd.concat([finished, others[finished.columns]] if len(others) else [finished], ignore_index=True)
     if table["error"].isna().all():
         table = table.drop(columns="error")
-    return _integer_settings(table, settings)
+    table = _integer_settings(table, settings)
+    if per_query is not None:
+        from rag_core.workbench.intervals import with_intervals
+
+        table = with_intervals(table, per_query, columns[len(settings):], split)
+    return table
 
 
 def _integer_settings(table: "pd.DataFrame", settings: Sequence[str]) -> "pd.DataFrame":

@@ -20,6 +20,7 @@ table (change its name, or delete its parent run, to run it afresh). A failing p
 FAILED child run (``rag.error`` tag, partial notebook) and the sweep goes on; a point whose kernel
 dies likewise, and its worker gets a new kernel. Interrupted (Ctrl-C), the running points and the
 parent run are marked KILLED at once.
+Held-out queries, the honest winner and the table's intervals: ``sweep_report``.
 Left out: reading the sweep file (``sweep_file``), one point's execution (``points``), terminal output
 (``rag_core.cli``).
 """
@@ -42,6 +43,7 @@ from rag_core.workbench.tracking import TAG_PREFIX, Tracker, git_tags, run_metri
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.points import KIND_TAG, NOTEBOOK, POINT_HASH_TAG, SWEEP_HASH_TAG, PointJob, PointOutcome, run_point
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
+from rag_core.workbench.sweep_report import plan_holdout, sweep_table
 
 TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
 UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
@@ -61,6 +63,7 @@ class SweepResult:
     primary_metric: str
     output_dir: Path
     tracking_uri: str
+    holdout: Any = None  # rag_core.workbench.honest.HoldoutReport when the sweep held out queries
 
     @property
     def executed(self) -> list[PointOutcome]:
@@ -81,7 +84,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     started = time.perf_counter()
     store_dir = Path(store_dir).resolve()
     tracker = Tracker.at(tracking_uri)
-    output_dir = Path(output_dir) if output_dir else spec.path.resolve().parent / "runs" / spec.name
+    output_dir = Path(output_dir).resolve() if output_dir else spec.path.resolve().parent / "runs" / spec.name
     output_dir.mkdir(parents=True, exist_ok=True)
     points, skipped_invalid = spec.points()
     for message in skipped_invalid:
@@ -89,6 +92,12 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,
                               store_dir=store_dir, max_queries=spec.max_queries)
     experiment = spec.experiment or inputs.experiment
+    plan = plan_holdout(spec, inputs.queries, points)  # holdout: the split, and the default as point 0 if not in the grid
+    if plan is not None:
+        points += [plan.extra] if plan.extra else []
+        echo(f"Holding out {len(plan.split.held_out)} of {len(inputs.queries)} queries (seed {spec.holdout_seed}): "
+             f"the winner is chosen on the other {len(plan.split.tuning)}"
+             + ("; the default configuration runs as an extra point 0" if plan.extra else ""))
     data_key = {**spec.data_identity(), "corpus": inputs.corpus.fingerprint, "golden": golden_fingerprint(inputs.queries)}
     point_hashes = {point.number: digest({"settings": point.config.as_params(), "data": data_key}) for point in points}
 
@@ -141,10 +150,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
             kernel.shutdown()
     work = _log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
                                sum(kernel.started for kernel in all_kernels), time.perf_counter() - started)
-    from rag_core.workbench.compare import comparison_table, load_runs
-
-    table = comparison_table(load_runs(experiment, parent_run_id=parent_id, tracking_uri=tracker.uri, statuses=None),
-                             spec.primary_metric, list(spec.grid), TABLE_METRICS)
+    table, holdout = sweep_table(tracker, experiment, parent_id, spec, plan, outcomes, TABLE_METRICS)
     with tempfile.TemporaryDirectory(prefix="rag-sweep-") as temp:
         folder = Path(temp)
         table.to_csv(folder / "comparison.csv", index=False)
@@ -154,7 +160,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     outcomes.sort(key=lambda outcome: points.index(outcome.point))
     return SweepResult(spec.name, experiment, parent_id, resumed, outcomes, skipped_invalid,
                        _unavailable_line(unavailable) if unavailable else None, work, table, spec.primary_metric,
-                       output_dir, tracker.uri)
+                       output_dir, tracker.uri, holdout)
 
 
 def _without_unavailable_models(points: list[SweepPoint]) -> tuple[list[tuple[SweepPoint, str]], list[SweepPoint]]:
@@ -242,7 +248,8 @@ def _parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: Eval
     params = {**{f"base.{key}": value for key, value in spec.base.items()},
               **{f"grid.{key}": [str(v) for v in values] for key, values in spec.grid.items()},
               "sweep_file": str(spec.path), "primary_metric": spec.primary_metric, "points": n_points,
-              **{key: value for key, value in spec.data_identity().items() if value is not None}}
+              **{key: value for key, value in spec.data_identity().items() if value is not None},
+              **({"holdout": spec.holdout, "holdout_seed": spec.holdout_seed} if spec.holdout is not None else {})}
     tracker.log(run_id, params=params)
     return run_id, False
 

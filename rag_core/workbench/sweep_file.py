@@ -10,6 +10,8 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
     primary_metric: page/ndcg@10          # optional: ranks the comparison table (best first)
     base: {mode: hybrid}                  # settings of every point
     grid: {chunk_size: [256, 512], k: [5, 10]}   # the cartesian product is run
+    holdout: 0.3                          # optional: hold out 30% of the queries (rag_core.workbench.holdout)
+    holdout_seed: 7                       # optional (0): which queries are held out
 
 Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, setting flags, grid values.
 Unknown keys and settings are errors naming the key; a point whose combination is invalid
@@ -31,9 +33,11 @@ from typing import Any, Mapping
 from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_mapping, read_yaml_settings, setting_names
 from rag_core.evaluate.metrics import metric_names
 from rag_core.evaluate.relevance import LEVELS
+from rag_core.workbench.holdout import check_holdout
 
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
-              "primary_metric", "base", "grid")
+              "primary_metric", "base", "grid",
+              "holdout", "holdout_seed")
 DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # page level: comparable across chunk sizes; nDCG: rewards order
 
 
@@ -89,6 +93,8 @@ class SweepSpec:
     primary_metric: str
     base: dict[str, Any]  # the settings every point starts from (config file, base, flags), not yet checked
     grid: dict[str, tuple]  # setting -> values, in file order
+    holdout: float | None = None  # share of the queries held out (the winner is chosen on the others)
+    holdout_seed: int = 0
 
     @functools.cached_property
     def _points(self) -> tuple[list[SweepPoint], list[str]]:
@@ -120,7 +126,8 @@ class SweepSpec:
         """Identifies the sweep's runs: its name, data and the resolved settings of every point (not
         the file's formatting)."""
         settings = sorted(json.dumps(point.config.as_params(), sort_keys=True) for point in self._points[0])
-        return digest({"name": self.name, "data": self.data_identity(), "points": settings})
+        held_out = {"holdout": [self.holdout, self.holdout_seed]} if self.holdout is not None else {}
+        return digest({"name": self.name, "data": self.data_identity(), "points": settings, **held_out})
 
     def data_identity(self) -> dict[str, Any]:
         return {"input": path_str(self.input_dir), "golden": path_str(self.golden), "beir": path_str(self.beir),
@@ -162,11 +169,14 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     max_queries = data.get("max_queries")
     if max_queries is not None and (isinstance(max_queries, bool) or not isinstance(max_queries, int) or max_queries < 1):
         raise ConfigError(f"{path}: max_queries must be a positive integer")
+    holdout, holdout_seed = check_holdout(data.get("holdout"), data.get("holdout_seed"), str(path))
     spec = SweepSpec(
-        name=str(data.get("name") or path.stem), path=path, input_dir=resolve(data.get("input")),
+        # resolved: papermill changes the process's directory while a notebook runs (racy with worker threads)
+        name=str(data.get("name") or path.stem), path=path.resolve(), input_dir=resolve(data.get("input")),
         golden=resolve(data.get("golden")), beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
         max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
         primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,
+        holdout=holdout, holdout_seed=holdout_seed,
     )
     points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
     quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(points[0].config.metrics_k)}

@@ -1,0 +1,122 @@
+"""Honest winners: pick a sweep's best configuration on the tuning queries, report it on the held-out ones.
+
+With ``holdout`` in a sweep file (``rag_core.workbench.holdout`` splits the queries), the winner is
+the grid point with the best primary metric on the tuning queries; the report gives its tuning and
+held-out scores, the optimism (tuning minus held-out: how much choosing on those queries flattered
+it), the default configuration's scores, and the winner's held-out gain over the default (with a
+paired bootstrap interval over the held-out queries). Every score comes with its bootstrap 95%
+interval (``rag_core.workbench.intervals``).
+
+The default configuration is RagConfig's defaults with the sweep's base settings (``--config``,
+``base``, setting flags) on top, what a user gets without tuning. When it is a grid point, that
+point's run is used. When it is not, it is evaluated as one extra point (point 0) under the same
+parent run: without its score on the same held-out queries there is nothing to compare the winner
+with, and one more point costs little next to a grid. It is never a candidate for the winner (the
+grid is the search space). When its model cannot be loaded (a default re-ranker, offline) it is
+reported as unavailable.
+Left out: nested splits and repeated holdouts; the table and the MLflow logging are ``sweep_report``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Mapping
+
+from rag_core.config import ConfigError, RagConfig, load_config
+from rag_core.workbench.holdout import PARTS, HoldoutSplit
+from rag_core.workbench.intervals import Interval, bootstrap_interval, metric_interval
+from rag_core.workbench.sweep_file import SweepPoint, SweepSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+@dataclass(frozen=True)
+class ScoredRun:
+    run_id: str
+    label: str  # the run's name: its grid settings
+    tune: Interval  # the primary metric on the tuning queries
+    holdout: Interval  # ... and on the held-out queries
+
+
+@dataclass(frozen=True)
+class HoldoutReport:
+    metric: str  # the primary metric
+    split: HoldoutSplit
+    winner: ScoredRun  # best on the tuning queries
+    default: ScoredRun | None  # None: not evaluated (see default_status)
+    default_status: str  # "grid point" | "extra point" | why it has no score
+    gain: Interval | None  # winner minus default, query by query on the held-out queries
+
+    @property
+    def optimism(self) -> float:
+        return self.winner.tune.estimate - self.winner.holdout.estimate
+
+    def metrics(self) -> dict[str, float]:
+        """For the sweep's parent run: ``winner/holdout/page/ndcg@10``, ``winner/holdout_ci_low/...``, ..."""
+        values = {f"winner/optimism/{self.metric}": self.optimism}
+        for role, scored in (("winner", self.winner), ("default", self.default)):
+            for part in PARTS if scored else ():
+                interval = getattr(scored, part)
+                values.update({f"{role}/{part}/{self.metric}": interval.estimate,
+                               f"{role}/{part}_ci_low/{self.metric}": interval.low,
+                               f"{role}/{part}_ci_high/{self.metric}": interval.high})
+        if self.gain:
+            values.update({f"winner/gain_over_default/{self.metric}": self.gain.estimate,
+                           f"winner/gain_over_default_ci_low/{self.metric}": self.gain.low,
+                           f"winner/gain_over_default_ci_high/{self.metric}": self.gain.high})
+        return values
+
+    def tags(self) -> dict[str, str]:
+        return {"rag.winner_run_id": self.winner.run_id, "rag.winner": self.winner.label,
+                "rag.default_point": self.default_status, "rag.default_run_id": self.default.run_id if self.default else ""}
+
+    def as_dict(self) -> dict[str, Any]:
+        def scored(run: ScoredRun | None) -> dict[str, Any] | None:
+            return run and {"run_id": run.run_id, "label": run.label,
+                            **{part: vars(getattr(run, part)) for part in PARTS}}
+
+        return {"metric": self.metric, "holdout": self.split.fraction, "seed": self.split.seed,
+                "tuning_queries": len(self.split.tuning), "held_out_query_ids": list(self.split.held_out),
+                "winner": scored(self.winner), "optimism": self.optimism, "default": scored(self.default),
+                "default_status": self.default_status, "gain_over_default": self.gain and vars(self.gain)}
+
+
+def default_config(spec: SweepSpec) -> RagConfig | None:
+    """RagConfig's defaults with the sweep's base settings; None when that combination is invalid."""
+    try:
+        return load_config(None, spec.base)
+    except ConfigError:
+        return None
+
+
+def extra_default_point(spec: SweepSpec, points: list[SweepPoint]) -> SweepPoint | None:
+    """Point 0, the default configuration, when a holdout sweep's grid does not contain it."""
+    default = default_config(spec)
+    if spec.holdout is None or default is None or any(p.config.as_params() == default.as_params() for p in points):
+        return None
+    return SweepPoint(0, {key: getattr(default, key) for key in spec.grid}, default)
+
+
+def holdout_report(runs: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"], split: HoldoutSplit, metric: str,
+                   default_run_id: str | None, default_status: str, extra_run_ids: set[str] = frozenset()) -> HoldoutReport:
+    """Choose the winner among the finished runs (not `extra_run_ids`) on the tuning queries only."""
+    def scored(row: "pd.Series") -> ScoredRun | None:
+        table = per_query.get(row["run_id"])
+        parts = [metric_interval(table, f"{part}/{metric}", split) if table is not None else None for part in PARTS]
+        return ScoredRun(row["run_id"], str(row.get("run_name") or row["run_id"]), *parts) if all(parts) else None
+
+    finished = runs[runs["status"] == "FINISHED"]
+    candidates = [run for _, row in finished.iterrows() if row["run_id"] not in extra_run_ids and (run := scored(row))]
+    if not candidates:
+        raise ValueError(f"no finished run has per-query {metric} values to choose a winner from")
+    winner = max(candidates, key=lambda run: run.tune.estimate)  # the first of equals, in table order
+    rows = finished[finished["run_id"] == default_run_id]
+    default = scored(rows.iloc[0]) if default_run_id and len(rows) else None
+    gain = None
+    if default is not None:
+        winner_values, default_values = (per_query[run.run_id].set_index("query_id")[metric] for run in (winner, default))
+        held_out = [query_id for query_id in split.held_out if query_id in winner_values.index]
+        gain = bootstrap_interval((winner_values[held_out] - default_values.reindex(held_out)).to_numpy())
+    status = default_status if default or default_status.startswith("no score") else f"no score ({default_status})"
+    return HoldoutReport(metric, split, winner, default, status, gain)
