@@ -6,7 +6,8 @@ papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (run
 ``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow),
 ``compare`` (runs read back), ``explore`` (the exploration notebook's helpers), ``holdout`` (held-out
 queries), ``intervals`` (bootstrap intervals), ``honest`` (the winner chosen on tuning queries),
-``sweep_report`` (a sweep's table and holdout report).
+``sweep_report`` (a sweep's table and holdout report), ``judge_calibration`` (the judge against
+human scores).
 """
 
 from rag_core._lazy import lazy_exports
