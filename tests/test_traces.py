@@ -8,8 +8,9 @@ import json
 
 import pytest
 from mlflow.tracking import MlflowClient
-from sweep_fixtures import files_containing, tiny_corpus, tracking_uri  # noqa: F401 - fixtures
+from sweep_fixtures import files_containing, smoke_sweep, tiny_corpus, tracking_uri  # noqa: F401 - fixtures
 
+from conftest import STAND_IN_RERANKER
 from llm_fixtures import PLANTED_KEY, anthropic_env, clean_llm_env, llm_server  # noqa: F401 - fixtures
 from llm_server import reply
 from rag_core.config import RagConfig
@@ -135,7 +136,7 @@ def test_an_api_key_in_any_text_of_a_trace_is_replaced(tiny_inputs, tmp_path, mo
 
 @pytest.mark.slow
 def test_a_hybrid_re_ranked_trace_has_a_span_per_stage(tiny_inputs, tmp_path, tracking_uri):  # noqa: F811
-    config = RagConfig(mode="hybrid", rerank_depth=4, chunk_size=40, overlap=8, k=3)  # stand-in cross-encoder
+    config = RagConfig(mode="hybrid", rerank_depth=4, chunk_size=40, overlap=8, k=3, rerank_model=STAND_IN_RERANKER)
     evaluation = evaluate_and_log(config, tiny_inputs, tmp_path / "store", tracking_uri=tracking_uri)
     report = evaluation.report
     traces = run_traces(tracking_uri, evaluation)
@@ -174,3 +175,17 @@ def test_generation_is_an_llm_span_with_its_token_usage(tiny_inputs, tmp_path, t
     assert spans["generate"].outputs["answer"] == "An answer. [Source: a.pdf, page 1]"
     assert spans["generate"].start_time_ns == spans["bm25"].end_time_ns
     assert files_containing(tmp_path / "mlruns", PLANTED_KEY) == []
+
+
+@pytest.mark.slow
+def test_every_sweep_point_has_the_golden_input_and_its_traces(smoke_sweep):  # noqa: F811
+    result, client = smoke_sweep.result, MlflowClient(smoke_sweep.tracking_uri)
+    experiment = client.get_experiment_by_name(result.experiment)
+    assert experiment.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    queries = int(client.get_run(result.outcomes[0].run_id).data.params["queries"])
+    for outcome in result.outcomes:
+        [logged] = client.get_run(outcome.run_id).inputs.dataset_inputs
+        assert logged.dataset.name == "golden" and json.loads(logged.dataset.profile)["num_rows"] == queries
+        traces = list(client.search_traces(locations=[experiment.experiment_id], run_id=outcome.run_id))
+        assert len(traces) == queries
+        assert {span.name for span in traces[0].data.spans} == {"query", "dense", "bm25", "fusion"}

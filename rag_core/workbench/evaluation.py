@@ -1,8 +1,9 @@
 """Evaluation as a user runs it: ``rag-pipeline eval`` and ``notebooks/02-evaluate.ipynb``.
 
 Both do the same three things: load a corpus and a golden set (``load_eval_inputs``), evaluate one
-configuration and log it as one MLflow run (``evaluate_and_log``), and show the metrics (a table of
-levels x metrics, latency per stage, index statistics; ``--json`` for machines).
+configuration and log it as one MLflow run (``evaluate_and_log``: the run, the golden set as its
+dataset input, and with the ``tracing`` setting one trace per query), and show the metrics (a table
+of levels x metrics, latency per stage, index statistics; ``--json`` for machines).
 
 The corpus comes from ``--input DIR`` (read now; the read time counts as ingestion time), a BEIR
 folder (``--beir``), or the documents already in the store. Each corpus + golden set has its own

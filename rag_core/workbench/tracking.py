@@ -18,6 +18,10 @@ What a run holds (``log_evaluation``):
   ``ranx/run.json`` (level -> query -> item -> score, what ``ranx.compare`` needs), and the plots
   ``plots/retrieval_by_level.png`` and ``plots/latency_by_stage.png``.
 
+Beside ``log_evaluation``, an evaluation's run gets the golden set as its dataset input
+(``rag_core.workbench.datasets``) and one trace per query (``rag_core.workbench.traces``); experiments
+are created with the tags that decide what the UI opens on (``rag_core.workbench.experiment_view``).
+
 Secrets: params are settings only, but as a guard nothing is logged whose value contains the value
 of a set API-key variable (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``): ``SecretInRun`` is raised
 before the run is written. Sweeps (``rag_core.workbench``) add the executed notebook to a run;
