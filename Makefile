@@ -40,7 +40,8 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)  # jupyter refuses root without it
 
 mlflow-ui: $(STAMP)
-	@echo "Open http://127.0.0.1:5000/#/experiments?workflowType=machine_learning (an evaluation prints its runs view's URL)"
+	@echo "MLflow UI: http://127.0.0.1:5000 - pick 'Model training' (top left, remembered) to open experiments on their runs;"
+	@echo "an evaluation prints its runs view's address (runs first, the workbench's columns)."
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root ./mlruns/artifacts --host 127.0.0.1 --port 5000
 
 # Headless Chromium loads the MLflow UI (a run, its traces) and JupyterLab (notebooks/01-explore.ipynb).
