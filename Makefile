@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: demo test install sample-corpus lab mlflow-ui benchmarks clean-store
+.PHONY: demo test install sample-corpus lab mlflow-ui ui-check benchmarks clean-store
 
 install: $(STAMP)
 
@@ -40,13 +40,20 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/ $(if $(filter 0,$(shell id -u)),--allow-root)  # jupyter refuses root without it
 
 mlflow-ui: $(STAMP)
+	@echo "MLflow UI: http://127.0.0.1:5000 - pick 'Model training' (top left, remembered) to open experiments on their runs;"
+	@echo "an evaluation prints its runs view's address (runs first, the workbench's columns)."
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default-artifact-root ./mlruns/artifacts --host 127.0.0.1 --port 5000
+
+# Headless Chromium loads the MLflow UI (a run, its traces) and JupyterLab (notebooks/01-explore.ipynb).
+ui-check: $(STAMP)
+	$(BIN)/python scripts/ui_check.py
 
 benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/retrieval.py
 	$(BIN)/python benchmarks/rerank_backends.py
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/sweep.py
+	$(BIN)/python benchmarks/tracing.py
 
 clean-store:
 	rm -rf .rag_store

@@ -77,6 +77,7 @@ class RagConfig:
     min_retriever_agreement: int = 2  # without re-ranker: a passage must be found by this many retrievers
     # evaluation
     metrics_k: tuple[int, ...] = (5, 10)
+    tracing: bool = True  # one MLflow trace per evaluated query (rag_core.workbench.traces)
 
     def __post_init__(self) -> None:
         # Each message starts with the setting's name; NaN passes no comparison, so finiteness comes first.
@@ -102,6 +103,7 @@ class RagConfig:
             (self.llm_max_retries >= 0, "llm_max_retries must be >= 0"),
             (self.min_retriever_agreement >= 0, "min_retriever_agreement must be >= 0"),
             (all(k > 0 for k in self.metrics_k), "metrics_k must hold positive integers"),
+            (isinstance(self.tracing, bool), "tracing must be true or false"),
         ]
         for ok, message in checks:
             if not ok:
@@ -164,6 +166,7 @@ SETTING_HELP = {
     "min_rerank_score": "no-answer threshold on the cross-encoder logit",
     "min_retriever_agreement": "without re-ranking: retrievers that must find a passage for an answer",
     "metrics_k": "K values for Recall@K / nDCG@K / hit rate, comma-separated",
+    "tracing": "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: off)",
 }
 
 

@@ -75,7 +75,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"MLflow UI:   mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000")
     else:
         print(f"MLflow UI:   make mlflow-ui\n             (runs: {MLFLOW_UI})")
-    print(f"             then open http://127.0.0.1:5000, experiment {result.experiment!r}, parent run {spec.name!r}")
+    from rag_core.workbench.experiment_view import runs_view_url
+    from rag_core.workbench.tracking import Tracker
+
+    experiment_id = Tracker(uri).experiment_id(result.experiment)
+    print(f"             then open {runs_view_url('http://127.0.0.1:5000', experiment_id)}")
+    print(f"             (experiment {result.experiment!r}, parent run {spec.name!r}; each point's Traces tab "
+          "shows its queries stage by stage)")
     print(f"Notebooks:   executed ones in {_shown(result.output_dir)}")
     print("             compare runs, plots and a significance test: notebooks/03-compare.ipynb (make lab)")
     print(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")

@@ -20,6 +20,8 @@ from rag_core.evaluate.metrics import metric_names
 from rag_core.evaluate.relevance import LEVELS
 from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
 
+MLFLOW_UI_URL = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves the UI
+
 
 # --- text output --------------------------------------------------------------------------------
 def format_report(report: EvalReport) -> str:
@@ -87,5 +89,10 @@ def run_eval_command(args: argparse.Namespace, config: RagConfig, store_dir: Pat
     if args.per_query:
         print(f"\nPer-query table: {args.per_query}")
     if evaluation.run_id:
+        from rag_core.workbench.experiment_view import runs_view_url
+        from rag_core.workbench.tracking import Tracker
+
         print(f"\nMLflow: run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
+        experiment_id = Tracker(evaluation.tracking_uri).experiment_id(evaluation.experiment)
+        print(f"MLflow UI (make mlflow-ui): {runs_view_url(MLFLOW_UI_URL, experiment_id)}")
     return 0

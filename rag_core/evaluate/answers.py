@@ -8,6 +8,7 @@ evaluation goes on; missing scores never count as zero.
 
 from __future__ import annotations
 
+import time
 from typing import Any, Mapping, Sequence
 
 from rag_core.generate.citations import average_citation_checks
@@ -27,9 +28,11 @@ def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retri
     answers: list[Answer | None] = []
     rows: list[dict[str, Any]] = []
     for query in _progress(queries, progress):
+        started = time.perf_counter()
         try:
             answer = answer_question(query.query, retrievals[query.id].hits, config, client, backoff_s=backoff_s)
-            rows.append({"answer_mode": answer.mode, "answer": answer.text})
+            rows.append({"answer_mode": answer.mode, "answer": answer.text, **_usage_columns(answer),
+                         "answer_ms": (time.perf_counter() - started) * 1000})
         except LLMError as exc:
             answer = None
             rows.append({"answer_mode": "error", "answer": "", "answer_error": redact(str(exc))})
@@ -49,6 +52,14 @@ def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retri
     for mode in ("llm", "no_answer", "extractive", "error"):
         metrics[f"answers/{mode}_share"] = modes.count(mode) / len(modes) if modes else 0.0
     return metrics, rows
+
+
+def _usage_columns(answer: Answer) -> dict[str, Any]:
+    """The model and its token counts (LLM answers only): per-query cost, and the generation span of a trace."""
+    if answer.usage is None:
+        return {}
+    return {"answer_model": answer.model, "answer_input_tokens": answer.usage["input_tokens"],
+            "answer_output_tokens": answer.usage["output_tokens"]}
 
 
 def _progress(items: Sequence, enabled: bool):

@@ -40,6 +40,7 @@ class EvalReport:
     retrievals: dict[str, Retrieval] = field(default_factory=dict)  # query id -> its retrieval
     qrels: QrelsByLevel = field(default_factory=dict)  # level -> query id -> relevant item -> 1
     ranked: dict[str, list[Chunk]] = field(default_factory=dict)  # query id -> the chunks scored, best first
+    started_ns: dict[str, int] = field(default_factory=dict)  # query id -> when its retrieval began (epoch ns)
 
 
 def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
@@ -69,9 +70,11 @@ def evaluate_config(
     qrels = build_qrels(queries, corpus.by_id, pipeline.index.chunks)
 
     retrievals: dict[str, Retrieval] = {}
+    started_ns: dict[str, int] = {}
     latency: dict[str, list[float]] = {}  # stage -> samples in ms
     iterator = _progress(queries, progress, "Evaluating")
     for position, query in enumerate(iterator, start=1):
+        started_ns[query.id] = time.time_ns()
         retrieval = pipeline.retrieve(query.query)
         retrievals[query.id] = retrieval
         for stage, ms in retrieval.latency_ms.items():
@@ -119,7 +122,7 @@ def evaluate_config(
         "golden_fingerprint": golden_fingerprint(queries),
         "queries": str(len(queries)),
     }
-    return EvalReport(metrics, rows, params, retrievals, qrels, ranked)
+    return EvalReport(metrics, rows, params, retrievals, qrels, ranked, started_ns)
 
 
 CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")

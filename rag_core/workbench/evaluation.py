@@ -1,8 +1,9 @@
 """Evaluation as a user runs it: ``rag-pipeline eval`` and ``notebooks/02-evaluate.ipynb``.
 
 Both do the same three things: load a corpus and a golden set (``load_eval_inputs``), evaluate one
-configuration and log it as one MLflow run (``evaluate_and_log``), and show the metrics (a table of
-levels x metrics, latency per stage, index statistics; ``--json`` for machines).
+configuration and log it as one MLflow run (``evaluate_and_log``: the run, the golden set as its
+dataset input, and with the ``tracing`` setting one trace per query), and show the metrics (a table
+of levels x metrics, latency per stage, index statistics; ``--json`` for machines).
 
 The corpus comes from ``--input DIR`` (read now; the read time counts as ingestion time), a BEIR
 folder (``--beir``), or the documents already in the store. Each corpus + golden set has its own
@@ -37,6 +38,7 @@ class EvalInputs:
     read_seconds: float  # time to read the corpus (0 when it came from the store)
     corpus_name: str  # "documents", "scifact (BEIR)", "store .rag_store"
     golden_name: str  # "golden", "qrels test"
+    golden_source: str | None = None  # the golden file or BEIR folder (the MLflow dataset's source)
 
     @property
     def experiment(self) -> str:
@@ -65,6 +67,7 @@ def load_eval_inputs(
 
         documents, queries = load_beir(beir, split)
         corpus, corpus_name, golden_name = Corpus.of(documents), f"{Path(beir).resolve().name} (BEIR)", f"qrels {split}"
+        golden_source = str(Path(beir).resolve())
     else:
         if golden is None:
             raise BadInput("no golden set: give --golden FILE (or --beir DIR)")
@@ -80,12 +83,12 @@ def load_eval_inputs(
             store = Path(store_dir) if store_dir is not None else default_store_dir()
             corpus, corpus_name = store_corpus(store), f"store {store.resolve().name}"
         queries = load_golden(golden, doc_ids=corpus.by_id)
-        golden_name = Path(golden).stem
+        golden_name, golden_source = Path(golden).stem, str(Path(golden).resolve())
     read_seconds = time.perf_counter() - started if input_dir is not None or beir is not None else 0.0
     if not queries:
         raise BadInput("the golden set has no queries with relevant documents")
     return EvalInputs(corpus, tuple(queries[:max_queries] if max_queries else queries), read_seconds,
-                      corpus_name, golden_name)
+                      corpus_name, golden_name, golden_source)
 
 
 @dataclass(frozen=True)
@@ -134,12 +137,22 @@ def evaluate_and_log(
 
     from rag_core.workbench.tracking import Tracker, log_evaluation
 
+    from rag_core.workbench.datasets import log_golden_input
+
     tracker = Tracker.at(tracking_uri)
     started = time.perf_counter()
     run_id = log_evaluation(report, experiment=experiment, run_name=run_name or describe(config),
                             parent_run_id=parent_run_id, run_id=run_id, tags=tags, tracking_uri=tracker.uri)
+    log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
     timing["timing/log_seconds"] = time.perf_counter() - started
-    tracker.log(run_id, metrics={"timing/log_seconds": timing["timing/log_seconds"]})
+    if config.tracing:
+        from rag_core.workbench.traces import log_query_traces
+
+        started = time.perf_counter()
+        log_query_traces(report, run_id=run_id, experiment_id=tracker.experiment_id(experiment), tracking_uri=tracker.uri)
+        timing["timing/tracing_seconds"] = time.perf_counter() - started
+    tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
+                                 if name in timing})
     return Evaluation(report, experiment, run_id, tracker.uri, timing)
 
 

@@ -18,6 +18,10 @@ What a run holds (``log_evaluation``):
   ``ranx/run.json`` (level -> query -> item -> score, what ``ranx.compare`` needs), and the plots
   ``plots/retrieval_by_level.png`` and ``plots/latency_by_stage.png``.
 
+Beside ``log_evaluation``, an evaluation's run gets the golden set as its dataset input
+(``rag_core.workbench.datasets``) and one trace per query (``rag_core.workbench.traces``); experiments
+are created with the tags that decide what the UI opens on (``rag_core.workbench.experiment_view``).
+
 Secrets: params are settings only, but as a guard nothing is logged whose value contains the value
 of a set API-key variable (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``): ``SecretInRun`` is raised
 before the run is written. Sweeps (``rag_core.workbench``) add the executed notebook to a run;
@@ -36,7 +40,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from rag_core.generate.llm import KEY_ENV
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
@@ -97,14 +101,19 @@ class Tracker:
         return database.resolve().parent / "artifacts"
 
     def experiment_id(self, name: str) -> str:
-        """Id of experiment `name`, created (with its artifact location) when missing."""
+        """Id of experiment `name`, created (with its artifact location and the UI's tags, see
+        ``rag_core.workbench.experiment_view``) when missing; an existing one gets the tags it lacks."""
+        from rag_core.workbench.experiment_view import experiment_tags, missing_tags
+
         experiment = self.client.get_experiment_by_name(name)
         if experiment is not None:
+            for key, value in missing_tags(experiment.tags).items():
+                self.client.set_experiment_tag(experiment.experiment_id, key, value)
             return experiment.experiment_id
         root = self.artifact_root()
         location = (root / _slug(name)).as_uri() if root else None
         try:
-            return self.client.create_experiment(name, artifact_location=location)
+            return self.client.create_experiment(name, artifact_location=location, tags=experiment_tags())
         except Exception:  # created meanwhile by a parallel sweep point
             experiment = self.client.get_experiment_by_name(name)
             if experiment is None:
@@ -304,6 +313,24 @@ def _redacted(text: str) -> str:
     for secret in _secret_values():
         text = text.replace(secret, "***")
     return text
+
+
+def secret_scrubber() -> Callable[[Any], Any]:
+    """A function that replaces API-key values by ``***`` in every string of a value (strings, lists,
+    mappings; keys included): for text that must be kept, such as traces. Identity when no key is set."""
+    if not _secret_values():
+        return lambda value: value
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return _redacted(value)
+        if isinstance(value, Mapping):
+            return {scrub(key): scrub(item) for key, item in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [scrub(item) for item in value]
+        return value
+
+    return scrub
 
 
 def _strings(values: Mapping[str, Any]) -> dict[str, str]:
