@@ -47,6 +47,7 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/rerank_backends.py
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/sweep.py
+	$(BIN)/python benchmarks/vector_stores.py
 
 clean-store:
 	rm -rf .rag_store

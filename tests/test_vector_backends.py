@@ -116,7 +116,7 @@ def test_a_server_that_dies_mid_ingest_leaves_no_manifest_and_a_rerun_completes(
     config = DENSE.replace(vector_store=server.setting)
     try:
         index = Index(store, corpus, config, vector_store=DiesMidUpsert(open_vector_store(server.setting, store), server))
-        with pytest.raises(VectorStoreError, match=r"upserting on the Chroma server .* failed.*run the same command again"):
+        with pytest.raises(VectorStoreError, match=r"the Chroma server at .* failed while upserting: .*run the same command again"):
             index.ensure_dense()
         assert _manifests_of(index) == ["chroma"]  # the sample store's embedded one only: none for the server
         server.start()  # the same data and port
@@ -136,7 +136,7 @@ def test_ingest_into_a_closed_port_is_exit_1_and_completes_once_the_server_runs(
     args = ("ingest", "--input", str(sample_documents_dir), "--mode", "dense", "--vector-store", server.setting)
     failed = run_cli(*args, store=store)
     assert failed.returncode == 1, failed.stderr
-    assert f"error: connecting on the Chroma server at {server.url} failed: connection refused" in failed.stderr
+    assert f"error: the Chroma server at {server.url} failed while connecting: connection refused" in failed.stderr
     assert "Traceback" not in failed.stderr
     assert not list(store.glob("chunks/*/dense-*.json")) and not (store / "active.json").exists()
     server.start()

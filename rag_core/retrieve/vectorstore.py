@@ -57,7 +57,7 @@ def server_calls(server: str, operation: str, timeout_s: float, hint: str) -> It
         cause = transport_cause(exc, timeout_s)
         if cause is None:
             raise
-        raise VectorStoreError(f"{operation} on {server} failed: {cause}. {hint}") from None
+        raise VectorStoreError(f"{server} failed while {operation}: {cause}. {hint}") from None
 
 
 def transport_cause(exc: BaseException, timeout_s: float) -> str | None:
