@@ -3,6 +3,7 @@ refuse, time out or die mid-ingest (a clear error, exit 1, no manifest; the next
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -52,13 +53,14 @@ def test_a_bad_vector_store_flag_is_exit_2(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("kind, hint", [("chroma", "chroma run --path DIR"), ("qdrant", "docker run -p 6333:6333")])
+@pytest.mark.parametrize("kind, hint", [("chroma", "chroma run --path DIR --host 127.0.0.1 --port {port}"),
+                                        ("qdrant", "docker run -p {port}:6333 qdrant/qdrant")])
 def test_a_closed_port_is_a_clear_environment_failure(tmp_path, kind, hint):
     port = free_port()
     with pytest.raises(VectorStoreError) as caught:
         open_vector_store(f"{kind}+http://127.0.0.1:{port}", tmp_path).count("dense-x")
     message = str(caught.value)
-    assert f"127.0.0.1:{port}" in message and "connection refused" in message and hint in message
+    assert f"127.0.0.1:{port}" in message and "connection refused" in message and hint.format(port=port) in message
     assert known_failure(caught.value) == (message, 1)
 
 
@@ -131,8 +133,12 @@ def test_a_server_that_dies_mid_ingest_leaves_no_manifest_and_a_rerun_completes(
 
 
 @pytest.mark.slow
-def test_ingest_into_a_closed_port_is_exit_1_and_completes_once_the_server_runs(tmp_path, sample_documents_dir):
+def test_ingest_into_a_closed_port_is_exit_1_and_completes_once_the_server_runs(tmp_path, sample_documents_dir,
+                                                                                  sample_store):
     store, server = tmp_path / "store", ChromaServer(tmp_path / "server")
+    store.mkdir()
+    with sqlite3.connect(sample_store / "cache.sqlite") as source, sqlite3.connect(store / "cache.sqlite") as target:
+        source.backup(target)  # the sample corpus's embeddings: this test is about the server, not the model
     args = ("ingest", "--input", str(sample_documents_dir), "--mode", "dense", "--vector-store", server.setting)
     failed = run_cli(*args, store=store)
     assert failed.returncode == 1, failed.stderr

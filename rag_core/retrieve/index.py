@@ -123,13 +123,13 @@ class Index:
         if self._collection is not None:
             return
         chunks = self.chunks
+        if self.vector_store is None:  # before loading the model: a server that is down fails at once
+            self.vector_store = open_vector_store(self.config.vector_store, self.store_dir,
+                                                  self.config.vector_store_timeout_s)
         model = self.embedder.name_used
         store_key = manifest_key(self.config.vector_store)  # None: the embedded default, keyed as before
         manifest_path = self.dir / f"dense-{_key(model) if store_key is None else _key(model, store_key)}.json"
         collection = f"dense-{_key(self.chunking_key, model)}"
-        if self.vector_store is None:
-            self.vector_store = open_vector_store(self.config.vector_store, self.store_dir,
-                                                  self.config.vector_store_timeout_s)
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
         if manifest is None or self.vector_store.count(collection) != len(chunks):
             texts = [chunk.text for chunk in chunks]

@@ -20,6 +20,7 @@ import math
 import uuid
 from pathlib import Path
 from typing import Mapping, Sequence
+from urllib.parse import urlsplit
 
 import numpy as np
 
@@ -51,8 +52,8 @@ class QdrantVectorStore:
                                        f"at a time)") from None
         else:
             self.server = f"the Qdrant server at {url}"
-            self._hint = ("Is the server running? Start one with: docker run -p 6333:6333 qdrant/qdrant "
-                          "(or use --vector-store qdrant:PATH, the local mode).")
+            self._hint = (f"Is the server running? Start one with: docker run -p {urlsplit(url).port or 6333}:6333 "
+                          f"qdrant/qdrant (or use --vector-store qdrant:PATH, the local mode).")
             self._client = QdrantClient(url=url, timeout=max(1, math.ceil(timeout_s)), check_compatibility=False)
         self._existing: set[str] = set()
 
