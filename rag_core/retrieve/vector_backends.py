@@ -25,7 +25,6 @@ from urllib.parse import urlsplit
 if TYPE_CHECKING:  # the config imports this module: it must not import numpy or a client library
     from rag_core.retrieve.vectorstore import VectorStore
 
-VALID_FORMS = ("chroma", "chroma+http://HOST:PORT", "qdrant:PATH", "qdrant+http://HOST:PORT")
 DEFAULT_PORTS = {"chroma+http": 8000, "qdrant+http": 6333}
 _OPEN: "weakref.WeakValueDictionary[tuple, object]" = weakref.WeakValueDictionary()
 
