@@ -127,7 +127,10 @@ def test_a_server_that_dies_mid_ingest_leaves_no_manifest_and_a_rerun_completes(
         rerun = Index(store, corpus, config)
         rerun.ensure_dense()
         assert rerun.vector_store.count(rerun._collection) == len(rerun.chunks)
+        assert rerun.stats.upserted == len(rerun.chunks) - len(rerun.chunks) // 2  # only what was missing
         assert rerun.stats.embedded == 0 and _manifests_of(rerun).count(server.setting) == 1
+        hits, _ = rerun.dense_search(QUESTIONS[0], 10)
+        assert [hit.id for hit in hits] == [hit.id for hit in Index(store, corpus, DENSE).dense_search(QUESTIONS[0], 10)[0]]
     finally:
         server.stop()
 
@@ -168,6 +171,9 @@ class DiesMidUpsert:
 
     def search(self, collection, vector, k, where=None):
         return self.store.search(collection, vector, k, where)
+
+    def missing(self, collection, ids):
+        return self.store.missing(collection, ids)
 
     def upsert(self, collection, ids, vectors, metadatas, texts):
         half = len(ids) // 2

@@ -1,5 +1,6 @@
 """The vector store contract, for every backend: upserts by chunk id are idempotent, scores are cosine
-similarities (checked with numpy), a ``where`` filter is applied before ranking. Chroma embedded and
+similarities (checked with numpy), a ``where`` filter is applied before ranking, ``missing`` names
+the ids not stored. Chroma embedded and
 Qdrant local run always; Chroma's own server (``chroma run``, started here) is slow-marked."""
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ def test_upsert_twice_adds_nothing_and_search_returns_cosine(open_store, request
     hits = store.search(collection, query, 5)
     assert [hit.id for hit in hits] == [ids[i] for i in top]
     assert np.allclose([hit.score for hit in hits], expected[top], atol=1e-5)
+
+
+def test_missing_lists_the_ids_not_stored_in_their_order(open_store):
+    collection = f"dense-m-{uuid.uuid4().hex[:8]}"
+    store = open_store()
+    asked = ["c9", "new-1", "c0", "new-2"]
+    assert store.missing(collection, asked) == asked  # no collection yet
+    store.upsert(collection, [f"c{i}" for i in range(10)], unit_vectors(10, 4, seed=2), [{"doc_id": "d"}] * 10,
+                 ["t"] * 10)
+    assert store.missing(collection, asked) == ["new-1", "new-2"]
+    assert store.missing(collection, []) == []
 
 
 def test_collections_are_separate(open_store):

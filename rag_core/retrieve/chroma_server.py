@@ -48,6 +48,10 @@ class ChromaServerStore(ChromaVectorStore):
         with self._calls("upserting", INCOMPLETE_HINT):
             super().upsert(collection, ids, vectors, metadatas, texts)
 
+    def missing(self, collection: str, ids: Sequence[str]) -> list[str]:
+        with self._calls("listing stored ids"):
+            return super().missing(collection, ids)
+
     def search(self, collection: str, vector: np.ndarray, k: int, where: Where | None = None) -> list[ScoredId]:
         with self._calls("searching"):
             return super().search(collection, vector, k, where)

@@ -50,6 +50,7 @@ class BuildStats:
     max_seq_length: int = 0
     bm25_seconds: float = 0.0
     upsert_seconds: float = 0.0  # writing the vectors into the vector store
+    upserted: int = 0  # chunks written to the vector store (those it lacked)
 
     def as_metrics(self) -> dict[str, float]:
         metrics = {f"index/{name}": float(value) for name, value in asdict(self).items()}
@@ -131,17 +132,24 @@ class Index:
         manifest_path = self.dir / f"dense-{_key(model) if store_key is None else _key(model, store_key)}.json"
         collection = f"dense-{_key(self.chunking_key, model)}"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
-        if manifest is None or self.vector_store.count(collection) != len(chunks):
+        stored = self.vector_store.count(collection)
+        if manifest is None or stored != len(chunks):
             texts = [chunk.text for chunk in chunks]
-            if self.progress:
-                print(f"Embedding {len(chunks)} chunks with {model} ...", file=sys.stderr, flush=True)
-            vectors, embed_stats = self.embedder.embed_documents(texts)
+            # An interrupted write (a server that died mid-ingest) is completed, not written again.
+            todo = set(self.vector_store.missing(collection, [chunk.id for chunk in chunks])) if stored else None
+            writes = [chunk for chunk in chunks if todo is None or chunk.id in todo]
+            if self.progress and writes:
+                print(f"Embedding {len(writes)} chunks with {model} ...", file=sys.stderr, flush=True)
+            vectors, embed_stats = self.embedder.embed_documents([chunk.text for chunk in writes])
             started = time.perf_counter()
-            self.vector_store.upsert(
-                collection, [chunk.id for chunk in chunks], vectors,
-                [{"doc_id": c.doc_id, "page_start": c.page_start, "page_end": c.page_end} for c in chunks], texts,
-            )
+            if writes:
+                self.vector_store.upsert(
+                    collection, [chunk.id for chunk in writes], vectors,
+                    [{"doc_id": c.doc_id, "page_start": c.page_start, "page_end": c.page_end} for c in writes],
+                    [chunk.text for chunk in writes],
+                )
             self.stats.upsert_seconds = time.perf_counter() - started
+            self.stats.upserted = len(writes)
             # Written only now, after a complete upsert: a failed one leaves no manifest, and a re-run completes it.
             manifest = {"model": model, "collection": collection, "chunks": len(chunks),
                         "vector_store": str(store_key or "chroma"), "upsert_seconds": self.stats.upsert_seconds,

@@ -87,6 +87,17 @@ class QdrantVectorStore:
                           in zip(ids[start:end], vectors[start:end], metadatas[start:end], texts[start:end])]
                 self._client.upsert(collection, points, wait=True)
 
+    def missing(self, collection: str, ids: Sequence[str]) -> list[str]:
+        stored: set[str] = set()
+        with self._calls("listing stored ids"):
+            if not self._exists(collection):
+                return list(ids)
+            for start in range(0, len(ids), _UPSERT_BATCH):
+                points = self._client.retrieve(collection, [point_id(id_) for id_ in ids[start:start + _UPSERT_BATCH]],
+                                               with_payload=[CHUNK_ID_KEY], with_vectors=False)
+                stored.update(point.payload[CHUNK_ID_KEY] for point in points)
+        return [id_ for id_ in ids if id_ not in stored]
+
     def search(self, collection: str, vector: np.ndarray, k: int, where: Where | None = None) -> list[ScoredId]:
         with self._calls("searching"):
             if not self._exists(collection):

@@ -3,7 +3,8 @@
 ``VectorStore`` is the small interface the pipeline uses, so a server (Chroma in client/server mode,
 Qdrant: ``rag_core.retrieve.vector_backends`` picks one from the ``vector_store`` setting) can
 replace the embedded default; ``ChromaVectorStore`` is that default, a ChromaDB ``PersistentClient``
-on disk. Writes are upserts by chunk id, so writing the same chunks twice adds nothing. ``search``
+on disk. Writes are upserts by chunk id, so writing the same chunks twice adds nothing, and
+``missing`` tells which chunks an interrupted write did not store. ``search``
 takes an optional ``where``: metadata every hit must match, applied by the store before ranking;
 each key holds one value (equality) or a list (any of them), and all keys must match.
 
@@ -36,6 +37,8 @@ class VectorStore(Protocol):
 
     def search(self, collection: str, vector: np.ndarray, k: int,
                where: Where | None = None) -> list[ScoredId]: ...
+
+    def missing(self, collection: str, ids: Sequence[str]) -> list[str]: ...  # of `ids`, those not stored, in order
 
 
 class VectorStoreError(Exception):
@@ -119,6 +122,13 @@ class ChromaVectorStore:
                 metadatas=[dict(m) for m in metadatas[start:end]],
                 documents=list(texts[start:end]),
             )
+
+    def missing(self, collection: str, ids: Sequence[str]) -> list[str]:
+        target = self._collection(collection)
+        stored: set[str] = set()
+        for start in range(0, len(ids), _UPSERT_BATCH):
+            stored.update(target.get(ids=list(ids[start:start + _UPSERT_BATCH]), include=[])["ids"])
+        return [id_ for id_ in ids if id_ not in stored]
 
     def search(self, collection: str, vector: np.ndarray, k: int,
                where: Where | None = None) -> list[ScoredId]:
