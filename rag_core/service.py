@@ -225,7 +225,7 @@ def known_failure(exc: Exception) -> tuple[str, int] | None:
     from rag_core.evaluate.golden import GoldenSetError
     from rag_core.generate.llm import LLMError, redact
     from rag_core.retrieve.models import ModelLoadError
-    from rag_core.retrieve.vectorstore import VectorStoreError
+    from rag_core.retrieve.vector_errors import VectorStoreError
 
     if isinstance(exc, (BadInput, GoldenSetError)):
         return str(exc), 2

@@ -15,7 +15,7 @@ from conftest import run_cli
 from rag_core.config import ConfigError, RagConfig
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.vector_backends import manifest_key, open_vector_store, parse_vector_store
-from rag_core.retrieve.vectorstore import VectorStoreError
+from rag_core.retrieve.vector_errors import VectorStoreError
 from rag_core.service import known_failure, store_corpus
 from vector_servers import ChromaServer, chroma_server, free_port, silent_server
 

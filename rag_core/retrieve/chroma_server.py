@@ -15,7 +15,8 @@ from typing import Mapping, Sequence
 import numpy as np
 
 from rag_core.records import ScoredId
-from rag_core.retrieve.vectorstore import INCOMPLETE_HINT, ChromaVectorStore, Where, server_calls
+from rag_core.retrieve.vector_errors import INCOMPLETE_HINT, server_calls
+from rag_core.retrieve.vectorstore import ChromaVectorStore, Where
 
 
 class ChromaServerStore(ChromaVectorStore):

@@ -25,7 +25,8 @@ from urllib.parse import urlsplit
 import numpy as np
 
 from rag_core.records import ScoredId
-from rag_core.retrieve.vectorstore import INCOMPLETE_HINT, VectorStoreError, Where, server_calls
+from rag_core.retrieve.vector_errors import INCOMPLETE_HINT, VectorStoreError, server_calls
+from rag_core.retrieve.vectorstore import Where
 
 _UPSERT_BATCH = 256
 CHUNK_ID_KEY, TEXT_KEY = "chunk_id", "document"  # payload keys next to the chunk's metadata
