@@ -54,6 +54,7 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/startup.py
 	$(BIN)/python benchmarks/sweep.py
 	$(BIN)/python benchmarks/tracing.py
+	$(BIN)/python benchmarks/vector_stores.py
 
 clean-store:
 	rm -rf .rag_store

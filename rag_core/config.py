@@ -19,6 +19,7 @@ from typing import Any, Mapping
 import yaml
 
 from rag_core.retrieve.tokenizer import TOKENIZERS
+from rag_core.retrieve.vector_backends import is_valid_vector_store, valid_forms
 
 DEFAULT_EMBED_MODEL = "BAAI/bge-small-en-v1.5"
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
@@ -67,6 +68,9 @@ class RagConfig:
     rerank_backend: str = "torch"  # torch | onnx | onnx-int8 (ONNX Runtime, exported from rerank_model)
     embed_batch_size: int = 32
     model_fallback: bool = True  # offline: fall back to the packaged MiniLM, announced and recorded
+    # vector store (rag_core.retrieve.vector_backends): chroma | chroma+http://HOST:PORT | qdrant:PATH | qdrant+http://HOST:PORT
+    vector_store: str = "chroma"
+    vector_store_timeout_s: float = 60.0  # per request to a vector store server
     # generation
     llm_provider: str = "anthropic"
     llm_model: str = DEFAULT_LLM_MODEL
@@ -83,7 +87,7 @@ class RagConfig:
         # Each message starts with the setting's name; NaN passes no comparison, so finiteness comes first.
         checks = [
             *((math.isfinite(getattr(self, name)), f"{name} must be a finite number")
-              for name in ("bm25_k1", "bm25_b", "min_rerank_score", "llm_timeout_s")),
+              for name in ("bm25_k1", "bm25_b", "min_rerank_score", "llm_timeout_s", "vector_store_timeout_s")),
             (self.chunk_size > 0, "chunk_size must be > 0"),
             (0 <= self.overlap < self.chunk_size, "overlap must be >= 0 and < chunk_size"),
             (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
@@ -97,6 +101,8 @@ class RagConfig:
             (self.bm25_k1 >= 0, "bm25_k1 must be >= 0"),
             (0 <= self.bm25_b <= 1, "bm25_b must be between 0 and 1"),
             (self.embed_batch_size > 0, "embed_batch_size must be > 0"),
+            (is_valid_vector_store(self.vector_store), f"vector_store must be one of: {valid_forms()}"),
+            (self.vector_store_timeout_s > 0, "vector_store_timeout_s must be > 0 (seconds)"),
             (self.llm_provider in LLM_PROVIDERS, f"llm_provider must be one of {', '.join(LLM_PROVIDERS)}"),
             (self.max_answer_tokens > 0, "max_answer_tokens must be > 0"),
             (self.llm_timeout_s > 0, "llm_timeout_s must be > 0 (seconds)"),
@@ -158,6 +164,9 @@ SETTING_HELP = {
     "rerank_backend": "cross-encoder runtime: torch | onnx | onnx-int8 (ONNX Runtime, exported once into the store)",
     "embed_batch_size": "texts per embedding batch",
     "model_fallback": "offline: fall back to the packaged MiniLM (announced, recorded)",
+    "vector_store": "where dense vectors live: chroma (embedded) | chroma+http://HOST:PORT | qdrant:PATH | "
+                    "qdrant+http://HOST:PORT",
+    "vector_store_timeout_s": "seconds to wait for one request to a vector store server",
     "llm_provider": "anthropic | openai (env LLM_PROVIDER)",
     "llm_model": "LLM model name (env RAG_LLM_MODEL)",
     "max_answer_tokens": "maximum tokens in a generated answer",

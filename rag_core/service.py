@@ -225,10 +225,11 @@ def known_failure(exc: Exception) -> tuple[str, int] | None:
     from rag_core.evaluate.golden import GoldenSetError
     from rag_core.generate.llm import LLMError, redact
     from rag_core.retrieve.models import ModelLoadError
+    from rag_core.retrieve.vector_errors import VectorStoreError
 
     if isinstance(exc, (BadInput, GoldenSetError)):
         return str(exc), 2
-    if isinstance(exc, (ModelLoadError, StoreError)):
+    if isinstance(exc, (ModelLoadError, StoreError, VectorStoreError)):
         return str(exc), 1
     if isinstance(exc, LLMError):
         return redact(str(exc)), 1

@@ -7,4 +7,6 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "Pipeline": "pipeline", "Retrieval": "pipeline", "Index": "index", "BM25Index": "bm25", "Embedder": "embed",
     "Reranker": "rerank", "RerankScores": "rerank", "reciprocal_rank_fusion": "fusion",
     "ChromaVectorStore": "vectorstore", "ScoreCache": "cache", "ModelLoadError": "models",
+    "VectorStoreError": "vector_errors", "ChromaServerStore": "chroma_server", "QdrantVectorStore": "qdrant_store",
+    "open_vector_store": "vector_backends", "parse_vector_store": "vector_backends",
 })

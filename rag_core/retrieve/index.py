@@ -5,8 +5,11 @@ Store layout (``<store>/``)::
 
     chunks/<chunking key>/chunks.jsonl           one Chunk per line
     chunks/<chunking key>/dense-<model key>.json manifest of a complete dense collection
+                                                 (the key covers the vector store unless it is the
+                                                 embedded default, so backends never share one)
     chunks/<chunking key>/bm25-<settings key>/   a saved BM25Index
-    chroma/                                      the ChromaDB store (collection "dense-<key>")
+    chroma/                                      the ChromaDB store (collection "dense-<key>"), or
+                                                 the server / Qdrant folder of setting vector_store
     cache.sqlite                                 embeddings and cross-encoder scores
 
 Only what a retrieval mode needs is built: ``bm25`` never loads an embedding model. ``BuildStats``
@@ -31,7 +34,8 @@ from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus, umask_mode, write_json_atomic
 from rag_core.retrieve.embed import Embedder
 from rag_core.records import Chunk, ScoredId
-from rag_core.retrieve.vectorstore import ChromaVectorStore, VectorStore
+from rag_core.retrieve.vector_backends import manifest_key, open_vector_store
+from rag_core.retrieve.vectorstore import VectorStore
 
 
 @dataclass
@@ -45,6 +49,8 @@ class BuildStats:
     truncated: int = 0  # chunks longer than the embedding model reads
     max_seq_length: int = 0
     bm25_seconds: float = 0.0
+    upsert_seconds: float = 0.0  # writing the vectors into the vector store
+    upserted: int = 0  # chunks written to the vector store (those it lacked)
 
     def as_metrics(self) -> dict[str, float]:
         metrics = {f"index/{name}": float(value) for name, value in asdict(self).items()}
@@ -66,7 +72,7 @@ class Index:
     config: RagConfig
     progress: bool = False
     cache: ScoreCache | None = None
-    vector_store: VectorStore | None = None  # default: ChromaDB embedded under <store>/chroma
+    vector_store: VectorStore | None = None  # default: the config's vector_store (ChromaDB under <store>/chroma)
     embedder: Embedder | None = None  # default: the configured model, through the store's cache
     stats: BuildStats = field(default_factory=BuildStats)
 
@@ -118,22 +124,35 @@ class Index:
         if self._collection is not None:
             return
         chunks = self.chunks
+        if self.vector_store is None:  # before loading the model: a server that is down fails at once
+            self.vector_store = open_vector_store(self.config.vector_store, self.store_dir,
+                                                  self.config.vector_store_timeout_s)
         model = self.embedder.name_used
-        manifest_path = self.dir / f"dense-{_key(model)}.json"
+        store_key = manifest_key(self.config.vector_store)  # None: the embedded default, keyed as before
+        manifest_path = self.dir / f"dense-{_key(model) if store_key is None else _key(model, store_key)}.json"
         collection = f"dense-{_key(self.chunking_key, model)}"
-        if self.vector_store is None:
-            self.vector_store = ChromaVectorStore(self.store_dir / "chroma")
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
-        if manifest is None or self.vector_store.count(collection) != len(chunks):
+        stored = self.vector_store.count(collection)
+        if manifest is None or stored != len(chunks):
             texts = [chunk.text for chunk in chunks]
-            if self.progress:
-                print(f"Embedding {len(chunks)} chunks with {model} ...", file=sys.stderr, flush=True)
-            vectors, embed_stats = self.embedder.embed_documents(texts)
-            self.vector_store.upsert(
-                collection, [chunk.id for chunk in chunks], vectors,
-                [{"doc_id": c.doc_id, "page_start": c.page_start, "page_end": c.page_end} for c in chunks], texts,
-            )
+            # An interrupted write (a server that died mid-ingest) is completed, not written again.
+            todo = set(self.vector_store.missing(collection, [chunk.id for chunk in chunks])) if stored else None
+            writes = [chunk for chunk in chunks if todo is None or chunk.id in todo]
+            if self.progress and writes:
+                print(f"Embedding {len(writes)} chunks with {model} ...", file=sys.stderr, flush=True)
+            vectors, embed_stats = self.embedder.embed_documents([chunk.text for chunk in writes])
+            started = time.perf_counter()
+            if writes:
+                self.vector_store.upsert(
+                    collection, [chunk.id for chunk in writes], vectors,
+                    [{"doc_id": c.doc_id, "page_start": c.page_start, "page_end": c.page_end} for c in writes],
+                    [chunk.text for chunk in writes],
+                )
+            self.stats.upsert_seconds = time.perf_counter() - started
+            self.stats.upserted = len(writes)
+            # Written only now, after a complete upsert: a failed one leaves no manifest, and a re-run completes it.
             manifest = {"model": model, "collection": collection, "chunks": len(chunks),
+                        "vector_store": str(store_key or "chroma"), "upsert_seconds": self.stats.upsert_seconds,
                         "max_seq_length": self.embedder.max_seq_length,
                         "truncated": self.embedder.count_truncated(texts),
                         "embed_seconds": embed_stats.seconds, "embedded": embed_stats.embedded}

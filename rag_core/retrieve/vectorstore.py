@@ -1,16 +1,21 @@
 """Vector store: named collections of normalised embeddings, searched by cosine similarity.
 
 ``VectorStore`` is the small interface the pipeline uses, so a server (Chroma in client/server mode,
-Qdrant) can replace the embedded default; ``ChromaVectorStore`` is that default, a ChromaDB
-``PersistentClient`` on disk. Writes are upserts by chunk id, so writing the same chunks twice adds
-nothing. ``search`` takes an optional ``where``: metadata every hit must match, applied by the store
-before ranking; each key holds one value (equality) or a list (any of them), and all keys must match. Left out: deletion of single items.
+Qdrant: ``rag_core.retrieve.vector_backends`` picks one from the ``vector_store`` setting) can
+replace the embedded default; ``ChromaVectorStore`` is that default, a ChromaDB ``PersistentClient``
+on disk. Writes are upserts by chunk id, so writing the same chunks twice adds nothing, and
+``missing`` tells which chunks an interrupted write did not store. ``search``
+takes an optional ``where``: metadata every hit must match, applied by the store before ranking;
+each key holds one value (equality) or a list (any of them), and all keys must match.
+
+Servers that fail raise ``rag_core.retrieve.vector_errors.VectorStoreError``.
+Left out: deletion of single items.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Mapping, Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -30,17 +35,20 @@ class VectorStore(Protocol):
     def search(self, collection: str, vector: np.ndarray, k: int,
                where: Where | None = None) -> list[ScoredId]: ...
 
+    def missing(self, collection: str, ids: Sequence[str]) -> list[str]: ...  # of `ids`, those not stored, in order
+
 
 class ChromaVectorStore:
-    """ChromaDB embedded on disk, one collection per (corpus, chunking, model), cosine distance."""
+    """ChromaDB embedded on disk, one collection per (corpus, chunking, model), cosine distance.
+    `client`: an already connected chromadb client (a server's, see ``chroma_server``) used instead."""
 
-    def __init__(self, path: str | Path):
-        import chromadb
+    def __init__(self, path: str | Path | None = None, client: Any = None):
+        if client is None:
+            import chromadb
 
-        self.path = Path(path)
-        self._client = chromadb.PersistentClient(
-            path=str(self.path), settings=chromadb.Settings(anonymized_telemetry=False)
-        )
+            client = chromadb.PersistentClient(path=str(path), settings=chromadb.Settings(anonymized_telemetry=False))
+        self.path = Path(path) if path is not None else None
+        self._client = client
         self._collections: dict = {}
 
     def _collection(self, name: str):
@@ -63,6 +71,13 @@ class ChromaVectorStore:
                 metadatas=[dict(m) for m in metadatas[start:end]],
                 documents=list(texts[start:end]),
             )
+
+    def missing(self, collection: str, ids: Sequence[str]) -> list[str]:
+        target = self._collection(collection)
+        stored: set[str] = set()
+        for start in range(0, len(ids), _UPSERT_BATCH):
+            stored.update(target.get(ids=list(ids[start:start + _UPSERT_BATCH]), include=[])["ids"])
+        return [id_ for id_ in ids if id_ not in stored]
 
     def search(self, collection: str, vector: np.ndarray, k: int,
                where: Where | None = None) -> list[ScoredId]:

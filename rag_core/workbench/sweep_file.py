@@ -59,9 +59,9 @@ class SweepPoint:
 
     @property
     def build_key(self) -> tuple:
-        """What the store builds for this point: chunking, dense model, BM25 settings."""
+        """What the store builds for this point: chunking, dense model and vector store, BM25 settings."""
         cfg = self.config
-        dense = cfg.embed_model if cfg.mode in ("dense", "hybrid") else None
+        dense = (cfg.embed_model, cfg.vector_store) if cfg.mode in ("dense", "hybrid") else None
         bm25 = (cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b) if cfg.mode in ("bm25", "hybrid") else None
         return (cfg.chunk_size, cfg.overlap, cfg.per_page, dense, bm25)
 
