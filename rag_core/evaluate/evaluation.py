@@ -18,7 +18,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
@@ -45,7 +45,8 @@ class EvalReport:
 def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
     digest = hashlib.sha256()
     for query in queries:
-        digest.update(repr((query.id, query.query, query.evidence, query.relevant_ids)).encode())
+        digest.update(repr((query.id, query.query, query.evidence, query.relevant_ids)
+                           + ((query.filter,) if query.filter else ())).encode())
     return digest.hexdigest()[:16]
 
 
@@ -59,20 +60,23 @@ def evaluate_config(
     progress: bool = False,
     read_seconds: float = 0.0,
     on_query: Callable[[int, int], None] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> EvalReport:
     """Run `queries` through the pipeline for `config` and measure it. `read_seconds` is the time it
-    took to read the corpus, counted in the ingestion time."""
+    took to read the corpus, counted in the ingestion time. `where` filters every query that has no
+    ``filter`` of its own."""
     pipeline = Pipeline(config, corpus, Path(store_dir), progress=progress)
     started = time.perf_counter()
     stats = pipeline.build(load_reranker=True)
     build_seconds = time.perf_counter() - started
+    corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
     qrels = build_qrels(queries, corpus.by_id, pipeline.index.chunks)
 
     retrievals: dict[str, Retrieval] = {}
     latency: dict[str, list[float]] = {}  # stage -> samples in ms
     iterator = _progress(queries, progress, "Evaluating")
     for position, query in enumerate(iterator, start=1):
-        retrieval = pipeline.retrieve(query.query)
+        retrieval = pipeline.retrieve(query.query, where=dict(query.filter) or where)
         retrievals[query.id] = retrieval
         for stage, ms in retrieval.latency_ms.items():
             latency.setdefault(stage, []).append(ms)
@@ -119,6 +123,10 @@ def evaluate_config(
         "golden_fingerprint": golden_fingerprint(queries),
         "queries": str(len(queries)),
     }
+    if where:
+        from rag_core.retrieve.filters import describe
+
+        params["filter"] = describe(where)
     return EvalReport(metrics, rows, params, retrievals, qrels, ranked)
 
 
