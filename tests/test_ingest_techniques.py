@@ -157,3 +157,19 @@ def test_ingest_with_tables_stores_them_and_sidecar_metadata_reaches_the_store(t
 
     stored = store_corpus(store).documents[0]
     assert "| Rent | 10 |" in stored.text and stored.meta == {"kind": "costs"} and stored.extraction == "tables"
+
+
+@pytest.mark.slow
+def test_explore_notebook_shows_filter_routing_and_indexed_text(tmp_path):
+    from test_notebooks import _execute, _recorded
+
+    _two_companies(tmp_path / "docs")
+    executed = _execute("01-explore.ipynb", tmp_path / "out.ipynb", input_dir=str(tmp_path / "docs"),
+                        store=str(tmp_path / "store"), query="What was Bolt's FY2019 widget revenue?",
+                        where={"year": "2019"}, mode="bm25", rerank_depth=0, chunk_size=40, overlap=5, k=2,
+                        route_docs=1, chunk_context="title")
+    summary = _recorded(executed)
+    assert summary["routed"] == ["bolt_2019_10k.pdf"] and summary["filter"] == "year=2019"
+    assert {hit["source"] for hit in summary["final"]} == {"bolt_2019_10k.pdf"}
+    text = "".join(output.get("text", "") for cell in executed.cells for output in cell.get("outputs", []))
+    assert "bolt 2019 10k\n\nBolt sold gadgets" in text  # the indexed text: title prefix, then the passage
