@@ -173,3 +173,24 @@ def test_explore_notebook_shows_filter_routing_and_indexed_text(tmp_path):
     assert {hit["source"] for hit in summary["final"]} == {"bolt_2019_10k.pdf"}
     text = "".join(output.get("text", "") for cell in executed.cells for output in cell.get("outputs", []))
     assert "bolt 2019 10k\n\nBolt sold gadgets" in text  # the indexed text: title prefix, then the passage
+
+
+@pytest.mark.slow
+def test_hybrid_filter_and_routing_restrict_the_vector_store_too(tmp_path):
+    """Dense search with the packaged MiniLM: the filter reaches ChromaDB (doc_id any of), and the
+    document metadata is stored with each chunk."""
+    _two_companies(tmp_path / "docs")
+    corpus = Corpus.of(read_documents(tmp_path / "docs").documents)
+    pipeline = Pipeline(RagConfig(mode="hybrid", rerank_depth=0, chunk_size=40, overlap=5, chunk_context="title"),
+                        corpus, tmp_path / "store")
+    unfiltered = pipeline.retrieve("widget revenue")
+    assert "acme_2019_10k.pdf" in {hit.chunk.doc_id for hit in unfiltered.stages["dense"]}
+    kept = pipeline.retrieve("widget revenue", where={"company": "Bolt"})
+    assert kept.stages["dense"] and {hit.chunk.doc_id for hit in kept.stages["dense"]} <= {"bolt_2018_10k.pdf", "bolt_2019_10k.pdf"}
+    stored = pipeline.index.vector_store._collection(pipeline.index._collection).get(include=["metadatas"])
+    assert {(meta["doc_id"], meta["company"], meta["year"]) for meta in stored["metadatas"]} == {
+        ("acme_2019_10k.pdf", "Acme", "2019"), ("bolt_2018_10k.pdf", "Bolt", "2018"), ("bolt_2019_10k.pdf", "Bolt", "2019")}
+    routed = Pipeline(RagConfig(mode="hybrid", rerank_depth=0, chunk_size=40, overlap=5, route_docs=1), corpus,
+                      tmp_path / "store").retrieve("What was Bolt's FY2018 revenue?")
+    assert [item.id for item in routed.routed] == ["bolt_2018_10k.pdf"]
+    assert {hit.chunk.doc_id for hit in routed.stages["dense"]} == {"bolt_2018_10k.pdf"}
