@@ -194,3 +194,18 @@ def test_hybrid_filter_and_routing_restrict_the_vector_store_too(tmp_path):
                       tmp_path / "store").retrieve("What was Bolt's FY2018 revenue?")
     assert [item.id for item in routed.routed] == ["bolt_2018_10k.pdf"]
     assert {hit.chunk.doc_id for hit in routed.stages["dense"]} == {"bolt_2018_10k.pdf"}
+
+
+def test_eval_with_tables_scores_evidence_copied_from_the_plain_text(tmp_path):
+    write_table_pdf(tmp_path / "docs" / "t.pdf", "Revenue by region for 2019.", ["Region", "Revenue"],
+                    [["North", "120"], ["South", "80"]], "Totals are unaudited.")
+    write_pdf(tmp_path / "docs" / "other.pdf", ["Nothing about regions here.", "Second page, South 80 again."])
+    corpus = Corpus.of(read_documents(tmp_path / "docs").documents)
+    golden = tmp_path / "golden.jsonl"  # evidence text as the plain extraction gives it: one cell a line
+    golden.write_text(json.dumps({"id": "q1", "query": "South region revenue",
+                                  "evidence": [{"source": "t.pdf", "page": 1, "text": "South\n80"}]}) + "\n")
+    queries = load_golden(golden, doc_ids=corpus.by_id)
+    report = evaluate_config(RagConfig(extract_tables=True, **BM25), corpus, queries, tmp_path / "store")
+    assert report.qrels["page"]["q1"] == {"t.pdf#p1": 1}
+    assert report.retrievals["q1"].hits[0].chunk.text.count("| South | 80 |") == 1
+    assert report.metrics["page/recall@5"] == 1.0 and report.params["extract_tables"] == "True"

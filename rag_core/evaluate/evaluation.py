@@ -69,8 +69,13 @@ def evaluate_config(
     started = time.perf_counter()
     stats = pipeline.build(load_reranker=True)
     build_seconds = time.perf_counter() - started
+    judged = queries
+    if any(doc.extraction != pipeline.corpus.by_id[doc.doc_id].extraction for doc in corpus.documents):
+        from rag_core.evaluate.relevance import evidence_as_pages  # evidence texts were copied from the plain text
+
+        judged = evidence_as_pages(queries, corpus.by_id)
     corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
-    qrels = build_qrels(queries, corpus.by_id, pipeline.index.chunks)
+    qrels = build_qrels(judged, corpus.by_id, pipeline.index.chunks)
 
     retrievals: dict[str, Retrieval] = {}
     latency: dict[str, list[float]] = {}  # stage -> samples in ms
