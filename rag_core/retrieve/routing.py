@@ -47,9 +47,18 @@ def document_name(document: Document) -> str:
 
 
 def joined_pairs(query: str) -> str:
-    """The query plus each pair of adjacent words written as one (``best buy`` -> ``bestbuy``)."""
+    """The query plus each two and three adjacent words written as one (``best buy`` -> ``bestbuy``)."""
     words = _WORDS.findall(query.lower())
-    return " ".join([query, *(first + second for first, second in zip(words, words[1:]))])
+    pairs = [first + second for first, second in zip(words, words[1:])]
+    triples = [first + second + third for first, second, third in zip(words, words[1:], words[2:])]
+    return " ".join([query, *pairs, *triples])
+
+
+def routing_query(query: str) -> str:
+    """What names and cards are ranked by: joined words added, letters and digits split, and each
+    word once (a word the question repeats, like ``FY`` in ``FY2019 ... FY2020``, counts once)."""
+    words = _WORDS.findall(split_letters_digits(joined_pairs(query)))
+    return " ".join(dict.fromkeys(word.lower() for word in words))
 
 
 def document_card(document: Document, words: int = CARD_WORDS) -> str:
@@ -83,7 +92,7 @@ class Router:
     def route(self, query: str, n: int, within: Sequence[str] | None = None) -> list[ScoredId]:
         """The best `n` documents for `query` (among `within` when given), best first."""
         allowed = None if within is None else np.isin(np.array(self.doc_ids), list(within))
-        text = split_letters_digits(joined_pairs(query))
+        text = routing_query(query)
         lists = [[hit.id for hit in index.retrieve(text, len(self.doc_ids), allowed)] for index in (self._names, self._bm25)]
         if self._vectors is not None:
             similarity = self._vectors @ self.embedder.embed_query(query)
