@@ -86,6 +86,8 @@ def test_sidecar_metadata_and_filters_exclude_the_best_document_before_ranking(t
     assert corpus.by_id["bolt_2018_10k.pdf"].meta == {"company": "Bolt", "year": "2018"}
     pipeline = Pipeline(RagConfig(**BM25), corpus, tmp_path / "store")
     assert pipeline.retrieve("widget revenue").hits[0].chunk.doc_id == "acme_2019_10k.pdf"
+    [saved] = (tmp_path / "store" / "chunks").glob("*/bm25-*/metadata.json")
+    assert json.loads(saved.read_text())["bolt_2018_10k.pdf"]["company"] == "Bolt"
     kept = pipeline.retrieve("widget revenue", where={"company": "Bolt"})
     # Filtered before ranking: Bolt's chunks rank although Acme's would come first.
     assert {hit.chunk.doc_id for hit in kept.hits} == {"bolt_2018_10k.pdf", "bolt_2019_10k.pdf"}

@@ -5,7 +5,7 @@ Store layout (``<store>/``)::
 
     chunks/<chunking key>/chunks.jsonl           one Chunk per line
     chunks/<chunking key>/dense-<model key>.json manifest of a complete dense collection
-    chunks/<chunking key>/bm25-<settings key>/   a saved BM25Index
+    chunks/<chunking key>/bm25-<settings key>/   a saved BM25Index (+ metadata.json: each document's metadata)
     chroma/                                      the ChromaDB store (collection "dense-<key>")
     cache.sqlite                                 embeddings and cross-encoder scores
 
@@ -194,6 +194,8 @@ class Index:
                 temp = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-bm25-"))
                 temp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would keep a team out of a shared store
                 index.save(temp)
+                (temp / "metadata.json").write_text(json.dumps(  # what filters match, next to the index
+                    {doc.doc_id: metadata_fields(doc) for doc in self.corpus.documents}))
                 try:
                     temp.rename(directory)
                 except OSError:  # built by another process meanwhile
