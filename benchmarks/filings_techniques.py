@@ -5,6 +5,8 @@ The corpus is read once (the extraction cache under ``<store>/extracted`` keeps 
 then each configuration is evaluated with ``evaluate_config``, as ``rag-pipeline eval`` does, without
 MLflow. BM25 mode needs no embeddings, so the default grid is cheap; ``--mode hybrid`` embeds.
 Routing is also scored alone: the share of queries whose evidence document is among the routed ones.
+Each set after the first is compared with the first by a paired t-test on per-query page/recall@5
+(the test ``ranx.compare`` runs as "student"), and page/ndcg@10.
 
 Usage: python benchmarks/filings_techniques.py --input DIR --golden FILE --store DIR
        [--mode bm25] [--set name:key=value,key=value ...]
@@ -32,6 +34,18 @@ DEFAULT_SETS = [
     "route1+title_heading:route_docs=1,chunk_context=title_heading",
 ]
 METRICS = ("page/recall@5", "page/recall@10", "page/ndcg@10", "page/hit_rate@5", "doc/recall@5", "doc/mrr")
+
+
+PAIRED = ("page/recall@5", "page/ndcg@10")
+
+
+def paired_p(first: list[float], other: list[float]) -> float:
+    """Two-sided paired t-test p-value (1.0 when the two are identical query by query)."""
+    from scipy.stats import ttest_rel
+
+    if first == other:
+        return 1.0
+    return float(ttest_rel(other, first).pvalue)
 
 
 def parse_set(text: str) -> tuple[str, dict[str, str]]:
@@ -71,9 +85,14 @@ def main() -> None:
         if config.route_docs:
             row["route_hit"] = routing_hit(report, config.route_docs)
             row["latency_route_p50_ms"] = report.metrics.get("latency/route_p50_ms", 0.0)
+        row["per_query"] = {name: [query_row[name] for query_row in report.per_query] for name in PAIRED}
+        if rows:
+            row["paired_p_vs_first"] = {name: paired_p(rows[0]["per_query"][name], row["per_query"][name]) for name in PAIRED}
         rows.append(row)
         print(f"{name:<28} " + " ".join(f"{m}={row[m]:.3f}" for m in METRICS)
-              + (f" route_hit={row['route_hit']:.3f}" if "route_hit" in row else "") + f" ({row['seconds']:.0f} s)",
+              + (f" route_hit={row['route_hit']:.3f}" if "route_hit" in row else "")
+              + (f" p={row['paired_p_vs_first']['page/recall@5']:.3g}" if "paired_p_vs_first" in row else "")
+              + f" ({row['seconds']:.0f} s)",
               flush=True)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
