@@ -211,3 +211,20 @@ def test_eval_with_tables_scores_evidence_copied_from_the_plain_text(tmp_path):
     assert report.qrels["page"]["q1"] == {"t.pdf#p1": 1}
     assert report.retrievals["q1"].hits[0].chunk.text.count("| South | 80 |") == 1
     assert report.metrics["page/recall@5"] == 1.0 and report.params["extract_tables"] == "True"
+
+
+def test_cli_eval_where_filters_every_query_without_its_own(tmp_path):
+    _two_companies(tmp_path / "docs")
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"id": "q1", "query": "widget revenue", "evidence": [{"source": "bolt_2019_10k.pdf"}]})
+                      + "\n" + json.dumps({"id": "q2", "query": "widget revenue", "filter": {"company": "Acme"},
+                                           "evidence": [{"source": "acme_2019_10k.pdf"}]}) + "\n")
+    done = run_cli("eval", "--input", str(tmp_path / "docs"), "--golden", str(golden), "--where", "year=2019",
+                   "--where", "company=Bolt", "--no-mlflow", "--json", "--mode", "bm25", "--rerank-depth", "0",
+                   "--chunk-size", "40", "--overlap", "5", store=tmp_path / "store")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["params"]["filter"] == "company=Bolt and year=2019"
+    tops = {row["query_id"]: row["top_sources"] for row in result["per_query"]}
+    assert tops == {"q1": "bolt_2019_10k.pdf p1", "q2": "acme_2019_10k.pdf p1"}  # q2 keeps its own filter
+    assert result["metrics"]["doc/recall@5"] == 1.0
