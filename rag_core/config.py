@@ -29,6 +29,7 @@ MODES = ("dense", "bm25", "hybrid")
 BM25_BACKENDS = ("bm25s", "rank_bm25")
 LLM_PROVIDERS = ("anthropic", "openai")
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
+CHUNK_CONTEXTS = ("none", "title", "title_heading")
 
 # setting -> environment variable that overrides it
 ENV_OVERRIDES = {
@@ -51,6 +52,11 @@ class RagConfig:
     chunk_size: int = 512
     overlap: int = 64
     per_page: bool = False
+    # extraction, context and metadata (rag_core.ingest.pdf_extract, rag_core.retrieve.context, rag_core.ingest.metadata)
+    extract_tables: bool = False  # PDF tables as Markdown rows with their header cells
+    chunk_context: str = "none"  # none | title | title_heading: prefix of the embedded and BM25-indexed text
+    metadata_pattern: str = ""  # regex with named groups over document ids, e.g. (?P<year>\d{4})
+    route_docs: int = 0  # retrieve only within the best N documents (rag_core.retrieve.routing); 0 = off
     # retrieval
     mode: str = "hybrid"  # dense | bm25 | hybrid
     k: int = 5  # passages kept at the end
@@ -91,6 +97,8 @@ class RagConfig:
             (self.chunk_size > 0, "chunk_size must be > 0"),
             (0 <= self.overlap < self.chunk_size, "overlap must be >= 0 and < chunk_size"),
             (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
+            (self.chunk_context in CHUNK_CONTEXTS, f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)}"),
+            (self.route_docs >= 0, "route_docs must be >= 0 (0 = off)"),
             (self.k > 0, "k must be > 0"),
             (self.retrieve_depth > 0, "retrieve_depth must be > 0"),
             (self.rrf_k >= 0, "rrf_k must be >= 0"),
@@ -115,6 +123,12 @@ class RagConfig:
             if not ok:
                 setting = message.split()[0]
                 raise ConfigError(f"{message}, got {getattr(self, setting)!r}")
+        if self.metadata_pattern:
+            from rag_core.ingest.metadata import check_pattern
+
+            problem = check_pattern(self.metadata_pattern)
+            if problem:
+                raise ConfigError(f"metadata_pattern {problem}, got {self.metadata_pattern!r}")
 
     # --- building ---------------------------------------------------------------------------
     @classmethod
@@ -150,6 +164,10 @@ SETTING_HELP = {
     "chunk_size": "chunk length in words",
     "overlap": "words repeated from the previous chunk",
     "per_page": "chunk inside pages instead of across them",
+    "extract_tables": "write PDF tables as Markdown rows with their header cells (PyMuPDF find_tables; slow, cached)",
+    "chunk_context": "prefix the indexed text of each chunk: none | title | title_heading (shown text unchanged)",
+    "metadata_pattern": "regex with named groups over document ids giving metadata, e.g. (?P<company>[^_]+)_(?P<year>\\d{4})",
+    "route_docs": "first rank documents, then retrieve only within the best N (0 = off)",
     "mode": "retrieval: dense | bm25 | hybrid",
     "k": "passages returned (and given to the LLM)",
     "retrieve_depth": "candidates taken from each retriever",

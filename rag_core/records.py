@@ -12,7 +12,7 @@ from __future__ import annotations
 import bisect
 import hashlib
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 # Pages are joined with this separator in ``Document.text``; it is also a paragraph break for chunking.
 PAGE_SEPARATOR = "\n\n"
@@ -24,15 +24,28 @@ class Document:
     text: str  # all pages joined with PAGE_SEPARATOR
     page_starts: tuple[int, ...]  # page_starts[i] = offset in `text` where page i+1 begins
     content_hash: str  # sha256 of the source file's bytes
+    # What extraction found and the user said about the document (rag_core.ingest.pdf_extract, .metadata).
+    title: str = ""  # PDF metadata title, else a readable form of the file name ("" for older stores)
+    headings: tuple[tuple[int, str], ...] = ()  # (offset in `text`, heading), in text order
+    metadata: tuple[tuple[str, str], ...] = ()  # (key, value) from a sidecar or a file-name pattern, sorted
+    extraction: str = ""  # extraction settings other than the default ("tables"), part of the fingerprint
+    source: str = field(default="", compare=False)  # the file it was read from (absolute), to extract again
 
     @classmethod
-    def from_pages(cls, doc_id: str, pages: list[str], content_hash: str) -> "Document":
+    def from_pages(cls, doc_id: str, pages: list[str], content_hash: str, *,
+                   page_headings: Sequence[tuple[int, int, str]] = (), **extra: Any) -> "Document":
+        """Join `pages`; `page_headings` are (1-based page, offset in that page, heading)."""
         starts, parts, offset = [], [], 0
         for page_text in pages:
             starts.append(offset)
             parts.append(page_text)
             offset += len(page_text) + len(PAGE_SEPARATOR)
-        return cls(doc_id, PAGE_SEPARATOR.join(parts), tuple(starts), content_hash)
+        headings = tuple((starts[page - 1] + at, heading) for page, at, heading in page_headings)
+        return cls(doc_id, PAGE_SEPARATOR.join(parts), tuple(starts), content_hash, headings=headings, **extra)
+
+    @property
+    def meta(self) -> dict[str, str]:
+        return dict(self.metadata)
 
     @property
     def n_pages(self) -> int:

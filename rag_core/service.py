@@ -80,7 +80,8 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
     if not input_dir.exists():
         raise FileNotFoundError(f"input folder not found: {input_dir}")
     with store_access(store_dir):
-        result = read_documents(input_dir, progress=progress)
+        result = read_documents(input_dir, progress=progress, extract_tables=config.extract_tables,
+                                cache_dir=store_dir / "extracted")
         report: dict[str, Any] = {"documents_read": len(result.documents),
                                   "skipped": [asdict(item) for item in result.skipped], "store": str(store_dir)}
         if not result.documents and not (store_dir / "documents").exists():
@@ -170,17 +171,20 @@ class QueryResult:
                 for hit in self.retrieval.hits
             ],
             "latency_ms": self.retrieval.latency_ms,
+            "filter": self.retrieval.filter or None,
+            "routed_documents": [{"source": item.id, "score": item.score} for item in self.retrieval.routed],
         }
 
 
-def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: bool = True) -> QueryResult:
+def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: bool = True,
+                 where: dict[str, Any] | None = None) -> QueryResult:
     from rag_core.generate.answer import answer_question
 
     if not question.strip():
         raise BadInput("the question is empty: give it in quotes, e.g. rag-pipeline query \"What is ...?\"")
     with store_access(store_dir):
         pipeline = open_pipeline(store_dir, config)
-        retrieval = pipeline.retrieve(question)
+        retrieval = pipeline.retrieve(question, where=where)
     answer = answer_question(question, retrieval.hits, config, use_llm=use_llm)
     return QueryResult(retrieval, answer)
 
@@ -217,6 +221,11 @@ def format_explain(result: QueryResult) -> str:
     latency = ", ".join(f"{name} {ms:.1f} ms" for name, ms in result.retrieval.latency_ms.items())
     rows += ["", "(rank and score per stage; '-' = not in that stage's list, 'off' = stage not run)",
              f"latency: {latency}"]
+    if result.retrieval.filter:
+        rows.append(f"filter: {result.retrieval.filter} (applied before ranking)")
+    if result.retrieval.routed:
+        rows.append("routed to: " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
+                                             for rank, item in enumerate(result.retrieval.routed, start=1)))
     return "\n".join(rows)
 
 
@@ -227,7 +236,11 @@ def known_failure(exc: Exception) -> tuple[str, int] | None:
     from rag_core.retrieve.models import ModelLoadError
     from rag_core.retrieve.vector_errors import VectorStoreError
 
-    if isinstance(exc, (BadInput, GoldenSetError)):
+    from rag_core.ingest.extraction import ExtractionError
+    from rag_core.ingest.metadata import MetadataError
+    from rag_core.retrieve.filters import FilterError
+
+    if isinstance(exc, (BadInput, GoldenSetError, FilterError, MetadataError, ExtractionError)):
         return str(exc), 2
     if isinstance(exc, (ModelLoadError, StoreError, VectorStoreError)):
         return str(exc), 1

@@ -49,3 +49,37 @@ def write_bad_input_folder(root: Path) -> dict[str, str]:
         "locked.pdf": "encrypted", "scan.pdf": "no extractable text", "empty.pdf": "empty",
         "broken.pdf": "corrupt", "slides.pptx": "unsupported",
     }
+
+
+def write_table_pdf(path: Path, before: str, header: list[str], rows: list[list[str]], after: str,
+                    title: str | None = None) -> Path:
+    """One page: a paragraph, a ruled table (header row first), a paragraph; optional metadata title."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf = pymupdf.open()
+    page = pdf.new_page()
+    page.insert_text((56, 70), before, fontsize=10)
+    x0, y0, width, height = 56, 100, 120, 20
+    for r, cells in enumerate([header, *rows]):
+        for c, cell in enumerate(cells):
+            rect = pymupdf.Rect(x0 + c * width, y0 + r * height, x0 + (c + 1) * width, y0 + (r + 1) * height)
+            page.draw_rect(rect, color=(0, 0, 0), width=0.8)
+            page.insert_text((rect.x0 + 4, rect.y1 - 6), cell, fontsize=10)
+    page.insert_text((56, y0 + (len(rows) + 1) * height + 30), after, fontsize=10)
+    if title:
+        pdf.set_metadata({"title": title})
+    pdf.save(path)
+    return path
+
+
+def write_headed_pdf(path: Path, sections: list[tuple[str, str]], title: str | None = None) -> Path:
+    """One page per (heading, body): the heading in 16 pt, the body in 10 pt."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pdf = pymupdf.open()
+    for heading, body in sections:
+        page = pdf.new_page()
+        page.insert_text((56, 70), heading, fontsize=16)
+        page.insert_textbox(pymupdf.Rect(56, 90, 540, 790), body, fontsize=10)
+    if title:
+        pdf.set_metadata({"title": title})
+    pdf.save(path)
+    return path

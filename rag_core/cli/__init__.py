@@ -46,6 +46,13 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                                   help=f"{SETTING_HELP[field.name]} [{shown}]")
 
 
+def _add_where(parser: argparse.ArgumentParser, note: str = "") -> None:
+    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                        help="retrieve only from documents whose metadata match, before ranking; repeatable, "
+                             "a key given twice means any of its values (keys: doc_id, title, pages and the "
+                             "metadata.jsonl / --metadata-pattern keys)" + note)
+
+
 def _metavar(kind: object) -> str:
     return {"int": "N", "float": "X"}.get(str(kind), "LIST" if str(kind).startswith("tuple") else "NAME")
 
@@ -72,6 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     query.add_argument("--explain", action="store_true",
                        help="show each final passage's rank and score at every stage (vector, BM25, fused, re-ranked)")
     query.add_argument("--no-llm", action="store_true", help="never call the LLM: extractive answer")
+    _add_where(query)
     _add_common(query)
 
     evaluate = commands.add_parser(
@@ -88,6 +96,7 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default: one per corpus + golden set)")
     evaluate.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     evaluate.add_argument("--per-query", metavar="CSV", help="also write the per-query table to this CSV file")
+    _add_where(evaluate, " (queries with their own \"filter\" in the golden set keep theirs)")
     _add_common(evaluate)
 
     sweep = commands.add_parser(
@@ -153,7 +162,10 @@ def cmd_query(args: argparse.Namespace) -> int:
     from rag_core.service import answer_query, format_answer, format_explain
 
     config = config_from_args(args)
-    result = answer_query(args.question, store_from_args(args), config, use_llm=not args.no_llm)
+    from rag_core.retrieve.filters import parse_where
+
+    result = answer_query(args.question, store_from_args(args), config, use_llm=not args.no_llm,
+                          where=parse_where(args.where))
     text = format_answer(result)
     if args.explain:
         text += "\n\n" + format_explain(result)

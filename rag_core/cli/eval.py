@@ -70,8 +70,11 @@ def run_eval_command(args: argparse.Namespace, config: RagConfig, store_dir: Pat
     with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
         inputs = load_eval_inputs(input_dir=args.input, golden=args.golden, beir=args.beir, split=args.split,
                                   store_dir=store_dir, max_queries=args.max_queries, progress=True)
+        from rag_core.retrieve.filters import parse_where
+
         evaluation = evaluate_and_log(config, inputs, store_dir, log_to_mlflow=not args.no_mlflow,
-                                      experiment=args.experiment, judge=args.judge, progress=True)
+                                      experiment=args.experiment, judge=args.judge, progress=True,
+                                      where=parse_where(getattr(args, "where", None) or []))
     report = evaluation.report
     if args.per_query:
         import pandas as pd

@@ -18,7 +18,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
@@ -46,7 +46,8 @@ class EvalReport:
 def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
     digest = hashlib.sha256()
     for query in queries:
-        digest.update(repr((query.id, query.query, query.evidence, query.relevant_ids)).encode())
+        digest.update(repr((query.id, query.query, query.evidence, query.relevant_ids)
+                           + ((query.filter,) if query.filter else ())).encode())
     return digest.hexdigest()[:16]
 
 
@@ -60,14 +61,22 @@ def evaluate_config(
     progress: bool = False,
     read_seconds: float = 0.0,
     on_query: Callable[[int, int], None] | None = None,
+    where: Mapping[str, Any] | None = None,
 ) -> EvalReport:
     """Run `queries` through the pipeline for `config` and measure it. `read_seconds` is the time it
-    took to read the corpus, counted in the ingestion time."""
+    took to read the corpus, counted in the ingestion time. `where` filters every query that has no
+    ``filter`` of its own."""
     pipeline = Pipeline(config, corpus, Path(store_dir), progress=progress)
     started = time.perf_counter()
     stats = pipeline.build(load_reranker=True)
     build_seconds = time.perf_counter() - started
-    qrels = build_qrels(queries, corpus.by_id, pipeline.index.chunks)
+    judged = queries
+    if any(doc.extraction != pipeline.corpus.by_id[doc.doc_id].extraction for doc in corpus.documents):
+        from rag_core.evaluate.relevance import evidence_as_pages  # evidence texts were copied from the plain text
+
+        judged = evidence_as_pages(queries, corpus.by_id)
+    corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
+    qrels = build_qrels(judged, corpus.by_id, pipeline.index.chunks)
 
     retrievals: dict[str, Retrieval] = {}
     started_ns: dict[str, int] = {}
@@ -75,7 +84,7 @@ def evaluate_config(
     iterator = _progress(queries, progress, "Evaluating")
     for position, query in enumerate(iterator, start=1):
         started_ns[query.id] = time.time_ns()
-        retrieval = pipeline.retrieve(query.query)
+        retrieval = pipeline.retrieve(query.query, where=dict(query.filter) or where)
         retrievals[query.id] = retrieval
         for stage, ms in retrieval.latency_ms.items():
             latency.setdefault(stage, []).append(ms)
@@ -122,6 +131,10 @@ def evaluate_config(
         "golden_fingerprint": golden_fingerprint(queries),
         "queries": str(len(queries)),
     }
+    if where:
+        from rag_core.retrieve.filters import describe
+
+        params["filter"] = describe(where)
     return EvalReport(metrics, rows, params, retrievals, qrels, ranked, started_ns)
 
 

@@ -5,7 +5,9 @@ One query per line, independent of any chunking (SPEC section 5)::
     {"id": "q07", "query": "What is the default API rate limit?", "answer": "600 requests per minute",
      "evidence": [{"source": "api-reference.pdf", "page": 3, "text": "Each key may send 600 requests"}]}
 
-``evidence[].source`` is required, ``page`` (1-based) and ``text`` are optional. The simple format
+``evidence[].source`` is required, ``page`` (1-based) and ``text`` are optional. An optional
+``"filter": {"company": "3M", "year": 2018}`` restricts that query's retrieval to the documents
+whose metadata match (``rag_core.retrieve.filters``). The simple format
 ``{"id"?, "query", "relevant_ids": [chunk ids]}`` is accepted too, with a warning: chunk ids belong
 to one chunking, so its metrics cannot be compared across chunk sizes.
 
@@ -48,6 +50,7 @@ class GoldenQuery:
     evidence: tuple[Evidence, ...]
     relevant_ids: tuple[str, ...] = ()  # simple format only: chunk ids of one chunking
     line: str = field(default="", compare=False)  # "file:line" it was read from, for errors found later (rag_core.evaluate.relevance)
+    filter: tuple[tuple[str, tuple[str, ...]], ...] = ()  # metadata filter of this query (rag_core.retrieve.filters)
 
     @property
     def label(self) -> str:
@@ -134,7 +137,19 @@ def _parse_record(record: dict, line: str, line_number: int, known_docs: set[str
         _parse_evidence(item, f"{where}, evidence {index + 1}", known_docs)
         for index, item in enumerate(raw_evidence or [])
     )
-    return GoldenQuery(query_id, query, answer, evidence, relevant_ids, line)
+    return GoldenQuery(query_id, query, answer, evidence, relevant_ids, line, _parse_filter(record.get("filter"), where))
+
+
+def _parse_filter(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``"filter": {"company": "3M", "year": [2018, 2019]}``: each key one value or a list of values."""
+    from rag_core.retrieve.filters import normalise
+
+    if value is None:
+        return ()
+    if not isinstance(value, dict) or not all(
+            isinstance(item, (str, int, float)) or (isinstance(item, list) and item) for item in value.values()):
+        raise GoldenSetError(f"{where}: 'filter' must be an object of metadata key -> value or list of values")
+    return normalise(value)
 
 
 def _parse_evidence(item: Any, where: str, known_docs: set[str] | None) -> Evidence:

@@ -24,6 +24,7 @@ import functools
 import re
 import unicodedata
 from array import array
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, Sequence
 
@@ -263,3 +264,25 @@ def collapse_ranking(chunks_ranked: Sequence[Chunk], level: str) -> list[str]:
     else:
         raise ValueError(f"unknown level {level!r}; valid levels: {', '.join(LEVELS)}")
     return list(dict.fromkeys(items))
+
+
+def evidence_as_pages(queries: Sequence[GoldenQuery], documents: Mapping[str, Document]) -> list[GoldenQuery]:
+    """`queries` with each evidence text replaced by the pages it spans in `documents`, for scoring a
+    corpus extracted another way (tables as Markdown rows): the text is located where it was copied
+    from, and the page numbers hold in both extractions. Page and document relevance are unchanged;
+    chunk relevance becomes the chunks on those pages."""
+    converted = []
+    for query in queries:
+        evidence: list[Evidence] = []
+        for item in query.evidence:
+            document = documents.get(item.source)
+            if item.text is None or document is None:
+                evidence.append(item)
+                continue
+            try:
+                start, end = locate_evidence(document, item.text, page=item.page)
+            except EvidenceNotFound as exc:
+                raise EvidenceNotFound(f"{query.label}: {exc}") from exc
+            evidence += [Evidence(item.source, page) for page in range(document.page_at(start), document.page_at(end - 1) + 1)]
+        converted.append(dataclasses.replace(query, evidence=tuple(evidence)))
+    return converted

@@ -42,7 +42,7 @@ class Corpus:
     def fingerprint(self) -> str:
         digest = hashlib.sha256()
         for doc in self.documents:
-            digest.update(f"{doc.doc_id}\x00{doc.content_hash}\n".encode())
+            digest.update(f"{doc.doc_id}\x00{stored_version(doc)}\n".encode())
         return digest.hexdigest()[:16]
 
     @property
@@ -53,13 +53,22 @@ class Corpus:
         return len(self.documents)
 
 
+def stored_version(doc: Document) -> str:
+    """The file hash, plus the extraction settings and metadata when the document has any: what the
+    store registers and the corpus fingerprint hashes (so tables or metadata never share an index)."""
+    if not doc.extraction and not doc.metadata:
+        return doc.content_hash
+    extra = json.dumps([doc.extraction, doc.metadata], sort_keys=True)
+    return f"{doc.content_hash}+{hashlib.sha1(extra.encode()).hexdigest()[:12]}"
+
+
 class DocumentStore:
     def __init__(self, store_dir: str | Path):
         self.root = Path(store_dir) / "documents"
         self._registry_path = self.root / "registry.json"
 
     def registry(self) -> dict[str, str]:
-        """doc_id -> content hash of every stored document."""
+        """doc_id -> stored version (``stored_version``: the content hash, maybe + settings) of every stored document."""
         if not self._registry_path.exists():
             return {}
         return json.loads(self._registry_path.read_text())
@@ -76,20 +85,21 @@ class DocumentStore:
         the store holds once they are committed."""
         registry = self.registry()
         for doc in documents:
-            if registry.get(doc.doc_id) != doc.content_hash:
-                write_json_atomic(self._doc_path(doc.doc_id, doc.content_hash), {
+            if registry.get(doc.doc_id) != stored_version(doc):
+                write_json_atomic(self._doc_path(doc.doc_id, stored_version(doc)), {
                     "doc_id": doc.doc_id, "text": doc.text, "page_starts": list(doc.page_starts),
-                    "content_hash": doc.content_hash,
+                    "content_hash": doc.content_hash, "title": doc.title, "headings": list(doc.headings),
+                    "metadata": list(doc.metadata), "extraction": doc.extraction, "source": doc.source,
                 })
-                registry[doc.doc_id] = doc.content_hash
+                registry[doc.doc_id] = stored_version(doc)
         return self._corpus_of(registry)
 
     def commit(self, documents: Iterable[Document]) -> list[str]:
         """Record staged documents in the registry (under the lock); return the ids that changed."""
         with self.locked():
             registry = self.registry()
-            changed = [doc.doc_id for doc in documents if registry.get(doc.doc_id) != doc.content_hash]
-            registry.update({doc.doc_id: doc.content_hash for doc in documents})
+            changed = [doc.doc_id for doc in documents if registry.get(doc.doc_id) != stored_version(doc)]
+            registry.update({doc.doc_id: stored_version(doc) for doc in documents})
             if changed:
                 write_json_atomic(self._registry_path, registry)
         return changed
@@ -108,7 +118,11 @@ class DocumentStore:
         documents = []
         for doc_id, content_hash in registry.items():
             data = json.loads(self._doc_path(doc_id, content_hash).read_text())
-            documents.append(Document(data["doc_id"], data["text"], tuple(data["page_starts"]), data["content_hash"]))
+            documents.append(Document(
+                data["doc_id"], data["text"], tuple(data["page_starts"]), data["content_hash"],
+                title=data.get("title", ""), headings=tuple(map(tuple, data.get("headings", ()))),
+                metadata=tuple(map(tuple, data.get("metadata", ()))), extraction=data.get("extraction", ""),
+                source=data.get("source", "")))
         return Corpus.of(documents)
 
     def _doc_path(self, doc_id: str, content_hash: str) -> Path:

@@ -6,7 +6,11 @@ never stop the run: each is reported with its path and the reason (corrupt, encr
 extractable text, empty, unsupported type, unreadable or an I/O error, not a regular file: a FIFO,
 socket or device, a broken symbolic link or a symbolic link loop) and the rest are read. Folders are
 walked without following symbolic links to folders, so a link loop cannot make the walk endless.
-Left out: OCR of scanned pages, tables and layout (text is extracted in reading order, ligatures
+PDFs also give a title and headings, and with ``extract_tables`` their tables as Markdown rows
+(``rag_core.ingest.pdf_extract``); what a PDF gave is cached per file hash and settings when a
+``cache_dir`` is given, so a sweep or a second eval extracts once. A ``metadata.jsonl`` in the input
+root (``rag_core.ingest.metadata``) gives documents metadata and is not itself a document.
+Left out: OCR of scanned pages and layout (text is extracted in reading order, ligatures
 expanded and line-end hyphenation joined by PyMuPDF).
 """
 
@@ -22,6 +26,7 @@ from pathlib import Path
 from typing import Iterable
 
 from rag_core.doc_ids import printable_doc_id
+from rag_core.ingest.pdf_extract import ExtractedPdf, extract_pdf, readable_name
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Document
 
@@ -61,25 +66,33 @@ def discover_files(root: Path) -> list[Path]:
     return sorted(found)
 
 
-def read_documents(root: str | Path, files: Iterable[Path] | None = None, progress: bool = False) -> IngestResult:
+def read_documents(root: str | Path, files: Iterable[Path] | None = None, progress: bool = False,
+                   extract_tables: bool = False, cache_dir: Path | None = None) -> IngestResult:
     """Read every supported file below `root` into a Document; report the others in `skipped`."""
+    from rag_core.ingest.metadata import SIDECAR, attach_metadata, read_sidecar
+
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"input not found: {root}")
-    paths = list(files) if files is not None else discover_files(root)
     base = root if root.is_dir() else root.parent
+    paths = list(files) if files is not None else [path for path in discover_files(root) if path != base / SIDECAR]
+    sidecar = read_sidecar(base / SIDECAR) if root.is_dir() else {}
     documents, skipped = [], []
     for path in progress_bar(paths, progress and len(paths) > 1, "Reading documents", unit="file"):
         doc_id = printable_doc_id(path.relative_to(base).as_posix())
         try:
-            documents.append(read_document(path, doc_id))
+            documents.append(attach_metadata(read_document(path, doc_id, extract_tables, cache_dir),
+                                             sidecar.get(doc_id, {})))
         except IngestError as exc:
             log.warning("skipped %s: %s", doc_id, exc)
             skipped.append(Skipped(doc_id, str(exc)))
+    unknown = sorted(set(sidecar) - {document.doc_id for document in documents} - {item.path for item in skipped})
+    if unknown:
+        log.warning("%s names documents that are not in %s: %s", SIDECAR, root, ", ".join(unknown[:5]))
     return IngestResult(documents, skipped)
 
 
-def read_document(path: Path, doc_id: str) -> Document:
+def read_document(path: Path, doc_id: str, extract_tables: bool = False, cache_dir: Path | None = None) -> Document:
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise IngestError(f"unsupported file type {suffix or '(none)'!r}; supported: .pdf, .txt, .md")
@@ -87,12 +100,19 @@ def read_document(path: Path, doc_id: str) -> Document:
     if not data:
         raise IngestError("empty file (0 bytes)")
     content_hash = hashlib.sha256(data).hexdigest()
-    pages = _pdf_pages(data) if suffix in PDF_SUFFIXES else [_decode_text(data)]
-    if not any(page.strip() for page in pages):
-        if suffix in PDF_SUFFIXES:
-            raise IngestError("no extractable text (image-only or scanned PDF? OCR is not supported)")
-        raise IngestError("no text (file holds only whitespace)")
-    return Document.from_pages(doc_id, pages, content_hash)
+    source = str(path.resolve())
+    if suffix not in PDF_SUFFIXES:
+        text = _decode_text(data)
+        if not text.strip():
+            raise IngestError("no text (file holds only whitespace)")
+        return Document.from_pages(doc_id, [text], content_hash, title=readable_name(doc_id), source=source)
+    from rag_core.ingest.extraction import cached_extraction
+
+    pdf = cached_extraction(cache_dir, content_hash, extract_tables, lambda: _pdf_extract(data, doc_id, extract_tables))
+    if not any(page.strip() for page in pdf.pages):
+        raise IngestError("no extractable text (image-only or scanned PDF? OCR is not supported)")
+    return Document.from_pages(doc_id, list(pdf.pages), content_hash, page_headings=pdf.headings, title=pdf.title,
+                               extraction="tables" if extract_tables else "", source=source)
 
 
 def _read_regular_file(path: Path) -> bytes:
@@ -118,7 +138,7 @@ _FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: 
                stat.S_IFBLK: "a block device"}
 
 
-def _pdf_pages(data: bytes) -> list[str]:
+def _pdf_extract(data: bytes, doc_id: str, tables: bool) -> ExtractedPdf:
     import pymupdf
 
     try:
@@ -128,9 +148,8 @@ def _pdf_pages(data: bytes) -> list[str]:
     with pdf:
         if pdf.needs_pass:
             raise IngestError("encrypted PDF (password required)")
-        flags = (pymupdf.TEXTFLAGS_TEXT | pymupdf.TEXT_DEHYPHENATE) & ~pymupdf.TEXT_PRESERVE_LIGATURES
         try:
-            return [page.get_text("text", flags=flags).strip() for page in pdf]
+            return extract_pdf(pdf, doc_id, tables)
         except Exception as exc:
             raise IngestError(f"corrupt PDF: text extraction failed ({exc})") from None
 

@@ -1,5 +1,6 @@
 """Retrieve: embeddings in a vector store, BM25, Reciprocal Rank Fusion and cross-encoder re-ranking,
-composed by ``Pipeline``; the models and the on-disk cache they share."""
+composed by ``Pipeline``; the models and the on-disk cache they share; metadata filters, document
+routing and contextual chunk text."""
 
 from rag_core._lazy import lazy_exports
 
@@ -9,4 +10,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "ChromaVectorStore": "vectorstore", "ScoreCache": "cache", "ModelLoadError": "models",
     "VectorStoreError": "vector_errors", "ChromaServerStore": "chroma_server", "QdrantVectorStore": "qdrant_store",
     "open_vector_store": "vector_backends", "parse_vector_store": "vector_backends",
+    "Router": "routing", "parse_where": "filters", "FilterError": "filters",
 })

@@ -20,6 +20,7 @@ when the term is in fewer than half the documents); with several terms their idf
 terms differently, so rankings can differ. Only the bm25s scores are comparable with Lucene/Pyserini.
 A query term repeated in the query counts once per occurrence, in both backends.
 
+A filter masks the scores before the top k is taken.
 Left out: BM25F fields, query expansion, incremental updates (``index`` rebuilds from scratch).
 A saved ``rank_bm25`` index is a pickle: load only directories you wrote yourself.
 """
@@ -154,8 +155,10 @@ class BM25Index:
         self._backend = backend_class.build(corpus_tokens, self.settings.k1, self.settings.b)
         self.ids = list(ids)
 
-    def retrieve(self, query: str, k: int) -> list[ScoredId]:
-        """At most ``k`` documents with score > 0, best first; ties keep insertion order."""
+    def retrieve(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[ScoredId]:
+        """At most ``k`` documents with score > 0, best first; ties keep insertion order. `allowed`
+        (a boolean per document, in insertion order) restricts the ranking to those documents before
+        the top ``k`` is taken (a metadata filter), not after."""
         if self._backend is None:
             raise RuntimeError("the BM25 index is empty: call index() or BM25Index.load() first")
         if k <= 0:
@@ -163,6 +166,8 @@ class BM25Index:
         scores = self._backend.scores(self.tokenize(query))  # doc position -> score, or None
         if scores is None:
             return []
+        if allowed is not None:
+            scores = np.where(allowed, scores, 0.0)
         return [ScoredId(self.ids[position], float(scores[position])) for position in _top_positive(scores, k)]
 
     def save(self, directory: str | Path) -> None:

@@ -7,13 +7,17 @@ Store layout (``<store>/``)::
     chunks/<chunking key>/dense-<model key>.json manifest of a complete dense collection
                                                  (the key covers the vector store unless it is the
                                                  embedded default, so backends never share one)
-    chunks/<chunking key>/bm25-<settings key>/   a saved BM25Index
+    chunks/<chunking key>/bm25-<settings key>/   a saved BM25Index (+ metadata.json: each document's metadata)
     chroma/                                      the ChromaDB store (collection "dense-<key>"), or
                                                  the server / Qdrant folder of setting vector_store
     cache.sqlite                                 embeddings and cross-encoder scores
 
 Only what a retrieval mode needs is built: ``bm25`` never loads an embedding model. ``BuildStats``
 counts the work done, so sweeps can show that no chunking was embedded twice.
+
+The corpus is first given the configuration's extraction and metadata (``prepare_corpus``); with
+``chunk_context`` the dense and BM25 indexes hold the contextual text (``rag_core.retrieve.context``)
+and their keys say so. Both searches take the documents a filter or routing keeps (``doc_ids``).
 """
 
 from __future__ import annotations
@@ -26,8 +30,14 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Sequence
 
+import numpy as np
+
+from rag_core.ingest.extraction import prepare_corpus
+from rag_core.ingest.metadata import metadata_fields
 from rag_core.retrieve.bm25 import BM25Index
+from rag_core.retrieve.context import CONTEXT_VERSION, indexed_texts
 from rag_core.retrieve.cache import ScoreCache
 from rag_core.ingest.chunking import chunk_corpus
 from rag_core.config import RagConfig
@@ -78,6 +88,8 @@ class Index:
 
     def __post_init__(self) -> None:
         self.store_dir = Path(self.store_dir)
+        self.corpus = prepare_corpus(self.corpus, self.config.extract_tables, self.config.metadata_pattern,
+                                     self.store_dir / "extracted")
         if self.cache is None:
             self.cache = ScoreCache(self.store_dir / "cache.sqlite")
         self.chunking_key = _key(self.corpus.fingerprint, self.config.chunking_key())
@@ -86,7 +98,9 @@ class Index:
         cfg = self.config
         if self.embedder is None:  # loads nothing until it embeds
             self.embedder = Embedder(cfg.embed_model, cfg.embed_batch_size, self.cache, cfg.model_fallback, self.progress)
-        self.bm25_key = _key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b)
+        context = () if cfg.chunk_context == "none" else (cfg.chunk_context, CONTEXT_VERSION)
+        self.context_key = _key(*context) if context else ""  # "" keeps the keys of stores built before
+        self.bm25_key = _key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b, *context)
         self._collection: str | None = None
         self._bm25: BM25Index | None = None
 
@@ -128,25 +142,28 @@ class Index:
             self.vector_store = open_vector_store(self.config.vector_store, self.store_dir,
                                                   self.config.vector_store_timeout_s)
         model = self.embedder.name_used
+        context = (self.context_key,) if self.context_key else ()
         store_key = manifest_key(self.config.vector_store)  # None: the embedded default, keyed as before
-        manifest_path = self.dir / f"dense-{_key(model) if store_key is None else _key(model, store_key)}.json"
-        collection = f"dense-{_key(self.chunking_key, model)}"
+        store = () if store_key is None else (store_key,)
+        manifest_path = self.dir / f"dense-{_key(model, *context, *store)}.json"
+        collection = f"dense-{_key(self.chunking_key, model, *context)}"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
         stored = self.vector_store.count(collection)
         if manifest is None or stored != len(chunks):
-            texts = [chunk.text for chunk in chunks]
+            texts = self.indexed_texts()
             # An interrupted write (a server that died mid-ingest) is completed, not written again.
             todo = set(self.vector_store.missing(collection, [chunk.id for chunk in chunks])) if stored else None
-            writes = [chunk for chunk in chunks if todo is None or chunk.id in todo]
+            writes = [i for i, chunk in enumerate(chunks) if todo is None or chunk.id in todo]
             if self.progress and writes:
                 print(f"Embedding {len(writes)} chunks with {model} ...", file=sys.stderr, flush=True)
-            vectors, embed_stats = self.embedder.embed_documents([chunk.text for chunk in writes])
+            vectors, embed_stats = self.embedder.embed_documents([texts[i] for i in writes])
             started = time.perf_counter()
             if writes:
                 self.vector_store.upsert(
-                    collection, [chunk.id for chunk in writes], vectors,
-                    [{"doc_id": c.doc_id, "page_start": c.page_start, "page_end": c.page_end} for c in writes],
-                    [chunk.text for chunk in writes],
+                    collection, [chunks[i].id for i in writes], vectors,
+                    [{**self._document_metadata(chunks[i].doc_id), "doc_id": chunks[i].doc_id,
+                      "page_start": chunks[i].page_start, "page_end": chunks[i].page_end} for i in writes],
+                    [texts[i] for i in writes],
                 )
             self.stats.upsert_seconds = time.perf_counter() - started
             self.stats.upserted = len(writes)
@@ -164,13 +181,24 @@ class Index:
         self.stats.max_seq_length = manifest["max_seq_length"]
         self._collection = collection
 
-    def dense_search(self, query: str, depth: int) -> tuple[list[ScoredId], float]:
-        """Hits and the query-embedding time in ms."""
+    def dense_search(self, query: str, depth: int, doc_ids: Sequence[str] | None = None) -> tuple[list[ScoredId], float]:
+        """Hits (only from `doc_ids` when given) and the query-embedding time in ms."""
         self.ensure_dense()
         started = time.perf_counter()
         vector = self.embedder.embed_query(query)
         embed_ms = (time.perf_counter() - started) * 1000
-        return self.vector_store.search(self._collection, vector, depth), embed_ms
+        where = {"doc_id": list(doc_ids)} if doc_ids is not None else None
+        return self.vector_store.search(self._collection, vector, depth, where=where), embed_ms
+
+    def indexed_texts(self) -> list[str]:
+        """What each chunk is embedded and BM25-indexed with (``chunk_context``)."""
+        return indexed_texts(self.chunks, self.corpus, self.config.chunk_context)
+
+    def _document_metadata(self, doc_id: str) -> dict[str, str]:
+        """A document's metadata for the vector store (``doc_id`` and chunk fields are set after)."""
+        if not hasattr(self, "_metadata_by_doc"):
+            self._metadata_by_doc = {doc.doc_id: metadata_fields(doc) for doc in self.corpus.documents}
+        return self._metadata_by_doc[doc_id]
 
     # --- BM25 -----------------------------------------------------------------------------
     def ensure_bm25(self) -> BM25Index:
@@ -182,10 +210,12 @@ class Index:
             else:
                 started = time.perf_counter()
                 index = BM25Index(backend=cfg.bm25_backend, tokenizer=cfg.tokenizer, k1=cfg.bm25_k1, b=cfg.bm25_b)
-                index.index([chunk.id for chunk in self.chunks], [chunk.text for chunk in self.chunks])
+                index.index([chunk.id for chunk in self.chunks], self.indexed_texts())
                 temp = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-bm25-"))
                 temp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would keep a team out of a shared store
                 index.save(temp)
+                (temp / "metadata.json").write_text(json.dumps(  # what filters match, next to the index
+                    {doc.doc_id: metadata_fields(doc) for doc in self.corpus.documents}))
                 try:
                     temp.rename(directory)
                 except OSError:  # built by another process meanwhile
@@ -194,8 +224,15 @@ class Index:
                 self._bm25 = index
         return self._bm25
 
-    def bm25_search(self, query: str, depth: int) -> list[ScoredId]:
-        return self.ensure_bm25().retrieve(query, depth)
+    def bm25_search(self, query: str, depth: int, doc_ids: Sequence[str] | None = None) -> list[ScoredId]:
+        """The best `depth` chunks; with `doc_ids`, only chunks of those documents are scored and ranked."""
+        index = self.ensure_bm25()
+        if doc_ids is None:
+            return index.retrieve(query, depth)
+        allowed = set(doc_ids)
+        chunk_by_id = self.chunk_by_id
+        mask = np.fromiter((chunk_by_id[item].doc_id in allowed for item in index.ids), dtype=bool, count=len(index.ids))
+        return index.retrieve(query, depth, allowed=mask)
 
     def build(self) -> BuildStats:
         """Build everything the configured mode needs (and the re-ranker's model, if any)."""

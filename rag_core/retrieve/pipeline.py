@@ -16,7 +16,10 @@ when they were computed, so latency does not depend on the order points ran in.
 
 When the configured cross-encoder cannot be loaded, re-ranking is off for this pipeline: announced
 once per process on stderr and recorded in ``models_used()`` as ``none (unavailable: <cause>)``.
-Left out: query rewriting and metadata filters.
+A metadata filter (``where``, ``rag_core.retrieve.filters``) and document routing (``route_docs``,
+``rag_core.retrieve.routing``) both narrow the documents both retrievers rank, before ranking; both
+are part of the candidates key, and the routed documents are kept for ``query --explain``.
+Left out: query rewriting.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
+from rag_core.retrieve.filters import describe, matching_documents, normalise
 from rag_core.retrieve.fusion import reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
 from rag_core.records import Hit, ScoredId, StageScore
@@ -44,6 +48,7 @@ MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB 
 class Candidates:
     ranked: dict[str, list[ScoredId]]  # "dense" | "bm25" | "fused" -> best first
     latency_ms: dict[str, float]  # embed_query | vector_search | bm25 | fusion, as measured when computed
+    routed: list[ScoredId] = field(default_factory=list)  # documents routing chose, best first (route_docs)
 
 
 # candidates key -> Candidates, least recently used first
@@ -59,6 +64,8 @@ class Retrieval:
     latency_ms: dict[str, float]  # embed_query | vector_search | bm25 | fusion | rerank
     ranking: list[Hit] = field(default_factory=list)  # the whole final order (hits is its head)
     work: dict[str, int] = field(default_factory=dict)  # candidates_reused, rerank_pairs_scored, rerank_cache_hits
+    routed: list[ScoredId] = field(default_factory=list)  # documents routing chose (route_docs), best first
+    filter: str = ""  # the metadata filter applied, as text ("" = none)
 
 
 class Pipeline:
@@ -67,6 +74,7 @@ class Pipeline:
         self.config = config
         self.corpus = corpus
         self.index = index or Index(Path(store_dir), corpus, config, progress=progress)
+        self.corpus = self.index.corpus  # with this configuration's extraction and metadata
         self._reranker = reranker
         self.rerank_unavailable: str | None = None  # why the configured cross-encoder could not be loaded
 
@@ -105,13 +113,21 @@ class Pipeline:
             self.reranker
         return stats
 
-    def candidates(self, query: str) -> tuple[Candidates, bool]:
+    @functools.cached_property
+    def router(self):
+        """Document routing over one card per document (``route_docs`` > 0)."""
+        from rag_core.retrieve.routing import Router
+
+        dense = self.config.mode in ("dense", "hybrid")
+        return Router(self.corpus, self.config.tokenizer, self.index.embedder if dense else None, self.config.rrf_k)
+
+    def candidates(self, query: str, where: Mapping[str, Any] | None = None) -> tuple[Candidates, bool]:
         """(the retrievers' and fusion's ranked lists, whether they were reused from this process)."""
-        key = self._candidates_key(query)
+        key = self._candidates_key(query) + (normalise(where),)
         if key in _CANDIDATES:
             _CANDIDATES.move_to_end(key)
             return _CANDIDATES[key], True
-        found = self._retrieve_candidates(query)
+        found = self._retrieve_candidates(query, where)
         _CANDIDATES[key] = found
         if len(_CANDIDATES) > MAX_CACHED_CANDIDATES:
             _CANDIDATES.popitem(last=False)
@@ -121,21 +137,30 @@ class Pipeline:
         cfg = self.config
         dense = self.index.embedder.name_used if cfg.mode in ("dense", "hybrid") else None
         bm25 = self.index.bm25_key if cfg.mode in ("bm25", "hybrid") else None
-        return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, query)
+        return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, query,
+                self.index.context_key, cfg.route_docs)
 
-    def _retrieve_candidates(self, query: str) -> Candidates:
+    def _retrieve_candidates(self, query: str, where: Mapping[str, Any] | None = None) -> Candidates:
         cfg = self.config
         latency: dict[str, float] = {}
         ranked: dict[str, list[ScoredId]] = {}
+        doc_ids = matching_documents(self.corpus, where)  # None: every document
+        routed: list[ScoredId] = []
+        if cfg.route_docs:
+            router = self.router  # built once per pipeline, not part of a query's latency
+            started = time.perf_counter()
+            routed = router.route(query, cfg.route_docs, doc_ids)
+            doc_ids = [item.id for item in routed]
+            latency["route"] = (time.perf_counter() - started) * 1000
         if cfg.mode in ("dense", "hybrid"):
             self.index.ensure_dense()
             started = time.perf_counter()
-            ranked["dense"], latency["embed_query"] = self.index.dense_search(query, cfg.retrieve_depth)
+            ranked["dense"], latency["embed_query"] = self.index.dense_search(query, cfg.retrieve_depth, doc_ids)
             latency["vector_search"] = (time.perf_counter() - started) * 1000 - latency["embed_query"]
         if cfg.mode in ("bm25", "hybrid"):
             self.index.ensure_bm25()
             started = time.perf_counter()
-            ranked["bm25"] = self.index.bm25_search(query, cfg.retrieve_depth)
+            ranked["bm25"] = self.index.bm25_search(query, cfg.retrieve_depth, doc_ids)
             latency["bm25"] = (time.perf_counter() - started) * 1000
         if cfg.mode == "hybrid":
             started = time.perf_counter()
@@ -143,11 +168,12 @@ class Pipeline:
             latency["fusion"] = (time.perf_counter() - started) * 1000
         else:
             ranked["fused"] = ranked["dense" if cfg.mode == "dense" else "bm25"]
-        return Candidates(ranked, latency)
+        return Candidates(ranked, latency, routed)
 
-    def retrieve(self, query: str) -> Retrieval:
+    def retrieve(self, query: str, where: Mapping[str, Any] | None = None) -> Retrieval:
+        """Rank passages for `query`; `where` keeps only the documents whose metadata match."""
         cfg = self.config
-        found, reused = self.candidates(query)
+        found, reused = self.candidates(query, where)
         ranked = dict(found.ranked)
         latency = dict(found.latency_ms)
         work = {"candidates_reused": int(reused)}
@@ -167,7 +193,7 @@ class Pipeline:
             final = ranked["rerank"] + final[cfg.rerank_depth:]
         stages = self._hits_by_stage(ranked)
         ranking = self._hits(final, stages)
-        return Retrieval(query, ranking[: cfg.k], stages, latency, ranking, work)
+        return Retrieval(query, ranking[: cfg.k], stages, latency, ranking, work, found.routed, describe(where) if where else "")
 
     def _hits_by_stage(self, ranked: dict[str, Sequence[ScoredId]]) -> dict[str, list[Hit]]:
         # chunk id -> stage -> (rank, score), over every stage the chunk appeared in

@@ -74,7 +74,8 @@ def load_eval_inputs(
         if input_dir is not None:
             from rag_core.ingest.files import read_documents
 
-            result = read_documents(input_dir, progress=progress)
+            store = Path(store_dir) if store_dir is not None else default_store_dir()
+            result = read_documents(input_dir, progress=progress, cache_dir=store / "extracted")
             if not result.documents:
                 reasons = "; ".join(f"{item.path}: {item.reason}" for item in result.skipped) or "no files found"
                 raise BadInput(f"no documents could be read from {input_dir} ({reasons})")
@@ -119,12 +120,13 @@ def evaluate_and_log(
     tags: Mapping[str, str] | None = None,
     judge: bool = False,
     progress: bool = False,
+    where: Mapping[str, Any] | None = None,
 ) -> Evaluation:
     """Evaluate `config` on `inputs` and log one MLflow run (into `run_id` when the caller created
     it, e.g. a sweep point; else a new run, nested under `parent_run_id` when given)."""
     started = time.perf_counter()
     report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
-                             read_seconds=inputs.read_seconds)
+                             read_seconds=inputs.read_seconds, where=where)
     timing = {
         "timing/read_seconds": inputs.read_seconds,
         "timing/build_seconds": report.metrics["index/ingest_seconds"] - inputs.read_seconds,

@@ -1,6 +1,8 @@
 """Looking at a corpus and at one query, for ``notebooks/01-explore.ipynb``: what the documents and
 pages hold, how long the chunks are in words and in the embedding model's tokens (and how many it
-truncates), and how one query is ranked at every stage, with every score side by side.
+truncates), and how one query is ranked at every stage, with every score side by side; with
+``route_docs``, which documents routing chose (``routing_table``); with ``chunk_context``, the text a
+chunk is indexed with (``indexed_text``).
 
 Everything here reads; the pipeline builds its indexes in the store as usual. Evaluating many
 queries is ``rag_core.evaluate.evaluation``; comparing runs is ``rag_core.workbench.compare``.
@@ -19,15 +21,22 @@ from rag_core.records import Chunk
 if TYPE_CHECKING:
     import pandas as pd
 
+    from rag_core.config import RagConfig
 
-def load_corpus(input_dir: str | Path | None = None) -> Corpus:
-    """Read `input_dir` (None: the sample corpus); files that cannot be read are listed and left out."""
+
+def load_corpus(input_dir: str | Path | None = None, config: "RagConfig | None" = None,
+                store: str | Path | None = None) -> Corpus:
+    """Read `input_dir` (None: the sample corpus); files that cannot be read are listed and left out.
+    With `config`, as its settings extract (tables, cached in the store) and describe it (metadata)."""
+    from rag_core.ingest.extraction import prepare_corpus
     from rag_core.ingest.files import read_documents
 
-    result = read_documents(input_dir or SAMPLE_DOCUMENTS_DIR)
+    cache = store_folder(store) / "extracted"
+    result = read_documents(input_dir or SAMPLE_DOCUMENTS_DIR, cache_dir=cache)
     for skipped in result.skipped:
         print(f"skipped {skipped.path}: {skipped.reason}")
-    return Corpus.of(result.documents)
+    corpus = Corpus.of(result.documents)
+    return prepare_corpus(corpus, config.extract_tables, config.metadata_pattern, cache) if config else corpus
 
 
 def store_folder(store: str | Path | None = None) -> Path:
@@ -36,11 +45,28 @@ def store_folder(store: str | Path | None = None) -> Path:
 
 
 def corpus_overview(corpus: Corpus) -> "pd.DataFrame":
-    """One row per document: pages, words, characters."""
+    """One row per document: title, pages, words, characters, headings found, and its metadata."""
     import pandas as pd
 
-    return pd.DataFrame([{"document": doc.doc_id, "pages": doc.n_pages, "words": len(doc.text.split()),
-                          "characters": len(doc.text)} for doc in corpus.documents])
+    return pd.DataFrame([{"document": doc.doc_id, "title": doc.title, "pages": doc.n_pages, "words": len(doc.text.split()),
+                          "characters": len(doc.text), "headings": len(doc.headings), **doc.meta}
+                         for doc in corpus.documents])
+
+
+def routing_table(retrieval: Retrieval) -> "pd.DataFrame":
+    """The documents routing chose (``route_docs``), best first, with their fused score."""
+    import pandas as pd
+
+    return pd.DataFrame([{"rank": rank, "document": item.id, "score": item.score}
+                         for rank, item in enumerate(retrieval.routed, start=1)], columns=["rank", "document", "score"])
+
+
+def indexed_text(pipeline: Pipeline, chunk: Chunk, chars: int = 300) -> str:
+    """The start of the text `chunk` is embedded and BM25-indexed with (``chunk_context`` prefix first)."""
+    from rag_core.retrieve.context import context_prefix
+
+    document = pipeline.corpus.by_id[chunk.doc_id]
+    return (context_prefix(document, chunk, pipeline.config.chunk_context) + chunk.text)[:chars]
 
 
 def page_text(corpus: Corpus, document: str | None = None, page: int = 1) -> str:
@@ -135,6 +161,7 @@ def summary(corpus: Corpus, pipeline: Pipeline, counts: Sequence[int], retrieval
         "final": [{"chunk": hit.chunk.id, "source": hit.chunk.doc_id, "page": hit.chunk.page_start,
                    "scores": {stage: score.score for stage, score in hit.stages.items()}} for hit in retrieval.hits],
         "latency_ms": retrieval.latency_ms,
+        "routed": [item.id for item in retrieval.routed], "filter": retrieval.filter,
     }
 
 

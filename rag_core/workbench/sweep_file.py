@@ -63,14 +63,15 @@ class SweepPoint:
         cfg = self.config
         dense = (cfg.embed_model, cfg.vector_store) if cfg.mode in ("dense", "hybrid") else None
         bm25 = (cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b) if cfg.mode in ("bm25", "hybrid") else None
-        return (cfg.chunk_size, cfg.overlap, cfg.per_page, dense, bm25)
+        ingest = (cfg.extract_tables, cfg.metadata_pattern, cfg.chunk_context)  # change the text indexed
+        return (cfg.chunk_size, cfg.overlap, cfg.per_page, dense, bm25, ingest)
 
     @property
     def candidates_key(self) -> tuple:
         """Points with the same key retrieve the same candidates (they differ in k, re-ranking or
         metrics only): one worker runs them one after another and reuses the candidates."""
         cfg = self.config
-        return self.build_key + (cfg.mode, cfg.retrieve_depth, cfg.rrf_k)
+        return self.build_key + (cfg.mode, cfg.retrieve_depth, cfg.rrf_k, cfg.route_docs)
 
     @property
     def rerank_key(self) -> tuple | None:

@@ -1,0 +1,83 @@
+"""The corpus a configuration reads: documents extracted with its settings, with its metadata.
+
+A corpus is read once (``rag-pipeline eval --input``, a sweep, the store) with the default
+extraction; ``prepare_corpus`` gives each configuration its own view of it: PDFs extracted again
+with tables when ``extract_tables`` is on (through the extraction cache, so a sweep extracts each
+file once per setting: ``<store>/extracted/<file hash>-<settings>.json``), and metadata from the
+``metadata_pattern`` setting added. Extraction settings and metadata are part of the corpus
+fingerprint, so the chunks, vectors and BM25 indexes of two settings never mix.
+Left out: evicting old cache entries (delete ``<store>/extracted`` to free the space).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import Callable
+
+from rag_core.ingest.corpus import Corpus, write_json_atomic
+from rag_core.ingest.pdf_extract import ExtractedPdf
+from rag_core.records import Document
+
+EXTRACTION_VERSION = 1  # bump when extraction code changes what it gives
+
+
+class ExtractionError(ValueError):
+    """A document must be extracted again and its file is gone or changed (exit code 2)."""
+
+
+def cached_extraction(cache_dir: Path | None, content_hash: str, tables: bool,
+                      extract: Callable[[], ExtractedPdf]) -> ExtractedPdf:
+    """What `extract` gives, kept in `cache_dir` per file hash and settings (no cache: extract)."""
+    if cache_dir is None:
+        return extract()
+    path = Path(cache_dir) / f"{content_hash}-{'tables' if tables else 'text'}-v{EXTRACTION_VERSION}.json"
+    if path.exists():
+        data = json.loads(path.read_text())
+        return ExtractedPdf(tuple(data["pages"]), data["title"], tuple(map(tuple, data["headings"])), data["tables"])
+    result = extract()
+    write_json_atomic(path, asdict(result))
+    return result
+
+
+def prepare_corpus(corpus: Corpus, extract_tables: bool, metadata_pattern: str, cache_dir: Path | None) -> Corpus:
+    """`corpus` as these settings read it (the same object when nothing changes)."""
+    from rag_core.ingest.metadata import attach_metadata, pattern_metadata
+
+    wanted = "tables" if extract_tables else ""
+    changed = False
+    documents = []
+    for document in corpus.documents:
+        updated = document
+        if document.extraction != wanted and document.doc_id.lower().endswith(".pdf"):
+            updated = _extract_again(document, extract_tables, cache_dir)
+        if metadata_pattern:
+            updated = attach_metadata(updated, pattern_metadata(metadata_pattern, document.doc_id))
+        changed |= updated is not document
+        documents.append(updated)
+    return Corpus.of(documents) if changed else corpus
+
+
+def _extract_again(document: Document, tables: bool, cache_dir: Path | None) -> Document:
+    from rag_core.ingest.files import IngestError, _pdf_extract
+
+    def extract() -> ExtractedPdf:
+        path = Path(document.source) if document.source else None
+        data = path.read_bytes() if path is not None and path.is_file() else None
+        if data is None or hashlib.sha256(data).hexdigest() != document.content_hash:
+            raise ExtractionError(
+                f"{document.doc_id} must be extracted again for extract_tables={tables}, but its file "
+                f"{document.source or '(unknown)'} is {'changed' if data is not None else 'not there'}: "
+                f"ingest it again with these settings (rag-pipeline ingest --input DIR"
+                f"{' --extract-tables' if tables else ''})")
+        try:
+            return _pdf_extract(data, document.doc_id, tables)
+        except IngestError as exc:
+            raise ExtractionError(f"{document.doc_id}: {exc}") from None
+
+    pdf = cached_extraction(cache_dir, document.content_hash, tables, extract)
+    fresh = Document.from_pages(document.doc_id, list(pdf.pages), document.content_hash, page_headings=pdf.headings,
+                                title=pdf.title, extraction="tables" if tables else "", source=document.source)
+    return replace(fresh, metadata=document.metadata)

@@ -1,0 +1,85 @@
+"""Document metadata: from a sidecar ``metadata.jsonl`` in the input folder and a file-name pattern.
+
+Sidecar: one JSON object per line, ``{"doc_id": "reports/acme-2019.pdf", "company": "ACME",
+"year": 2019}`` (``id`` is accepted for ``doc_id``); every other key is metadata. Pattern (the
+``metadata_pattern`` setting): a regular expression with named groups searched in each document id,
+e.g. ``(?P<company>[A-Z]+)_(?P<year>\\d{4})_(?P<doc_type>\\w+)``; a group that matched gives its
+value. Values are kept as text (``2019`` and ``"2019"`` are the same filter value). Every document
+also has ``doc_id``, ``title`` and ``pages``, which filters can use too (``metadata_fields``).
+Left out: typed values (ranges, dates), nested objects (they are kept as their JSON text).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from rag_core.records import Document
+
+SIDECAR = "metadata.jsonl"
+BUILT_IN = ("doc_id", "title", "pages")
+
+
+class MetadataError(ValueError):
+    """The sidecar or the pattern is malformed (exit code 2)."""
+
+
+def read_sidecar(path: Path) -> dict[str, dict[str, str]]:
+    """doc_id -> metadata; {} when there is no sidecar."""
+    if not path.is_file():
+        return {}
+    found: dict[str, dict[str, str]] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise MetadataError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
+        if not isinstance(record, dict):
+            raise MetadataError(f"{path}:{number}: expected a JSON object")
+        doc_id = record.pop("doc_id", None) or record.pop("id", None)
+        if not doc_id:
+            raise MetadataError(f"{path}:{number}: missing 'doc_id' (the document's path below the input folder)")
+        found[str(doc_id)] = {str(key): as_text(value) for key, value in record.items() if value is not None}
+    return found
+
+
+def as_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return json.dumps(value) if isinstance(value, (list, dict)) else str(value)
+
+
+def check_pattern(pattern: str) -> str | None:
+    """Why `pattern` cannot be a metadata pattern, or None."""
+    try:
+        compiled = re.compile(pattern)
+    except re.error as exc:
+        return f"is not a regular expression ({exc})"
+    return None if compiled.groupindex else "has no named group, e.g. (?P<year>\\d{4})"
+
+
+def pattern_metadata(pattern: str, doc_id: str) -> dict[str, str]:
+    match = re.search(pattern, doc_id)
+    return {key: value for key, value in match.groupdict().items() if value is not None} if match else {}
+
+
+def attach_metadata(document: Document, extra: Mapping[str, str]) -> Document:
+    """`document` with `extra` added (a key it has keeps its value); the same object when nothing is new."""
+    merged = {**extra, **document.meta}
+    if merged == document.meta:
+        return document
+    return replace(document, metadata=tuple(sorted(merged.items())))
+
+
+def metadata_fields(document: Document) -> dict[str, str]:
+    """Everything a filter can match: the built-in fields and the document's metadata."""
+    return {"doc_id": document.doc_id, "title": document.title, "pages": str(document.n_pages), **document.meta}

@@ -1,0 +1,62 @@
+"""Contextual chunk text: what is embedded and BM25-indexed for a chunk (the ``chunk_context`` setting).
+
+- ``none``: the chunk's own text.
+- ``title``: its document's title first (the PDF metadata title, and the readable file name when that
+  adds words the title lacks: ``ADBE 10K FY15 | ADOBE 2015 10K``), then a blank line, then the text.
+- ``title_heading``: the title, then the nearest heading above the chunk (``Document.headings``,
+  from font sizes and the PDF outline), then the text.
+
+Only the indexed text changes: ``Chunk.text`` (shown, cited and given to the LLM) stays the exact
+span of the document. The prefix is document text, data like the rest: it never goes into a prompt.
+Left out: LLM-written chunk summaries ("contextual retrieval" with a model), heading paths of
+several levels.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from typing import Sequence
+
+from rag_core.ingest.corpus import Corpus
+from rag_core.ingest.pdf_extract import readable_name
+from rag_core.records import Chunk, Document
+
+CONTEXT_VERSION = 1  # part of the index keys: bump when the prefix format changes
+_WORD = re.compile(r"\w+")
+
+
+def document_title(document: Document) -> str:
+    """The title, with the readable file name added when it has words the title lacks."""
+    name = readable_name(document.doc_id)
+    title = document.title or name
+    title_words = {word.lower() for word in _WORD.findall(title)}
+    if any(word.lower() not in title_words for word in _WORD.findall(name)):
+        return f"{title} | {name}"
+    return title
+
+
+def nearest_heading(document: Document, offset: int) -> str:
+    """The last heading that starts at or before `offset` ('' when none)."""
+    starts = [start for start, _ in document.headings]
+    position = bisect.bisect_right(starts, offset) - 1
+    return document.headings[position][1] if position >= 0 else ""
+
+
+def context_prefix(document: Document, chunk: Chunk, mode: str) -> str:
+    if mode == "none":
+        return ""
+    parts = [document_title(document)]
+    if mode == "title_heading":
+        heading = nearest_heading(document, chunk.char_start)
+        if heading and heading not in parts[0]:
+            parts.append(heading)
+    return "\n".join(parts) + "\n\n"
+
+
+def indexed_texts(chunks: Sequence[Chunk], corpus: Corpus, mode: str) -> list[str]:
+    """The text each chunk is embedded and BM25-indexed with."""
+    if mode == "none":
+        return [chunk.text for chunk in chunks]
+    documents = corpus.by_id
+    return [context_prefix(documents[chunk.doc_id], chunk, mode) + chunk.text for chunk in chunks]
