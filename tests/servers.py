@@ -35,7 +35,8 @@ def _postgres_bin() -> Path:
     the newest Debian installs under /usr/lib/postgresql."""
     if "RAG_TEST_POSTGRES_BIN" in os.environ:
         return Path(os.environ["RAG_TEST_POSTGRES_BIN"])
-    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]) if p.parts[-3].isdigit() else 0)
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                   key=lambda path: int(path.parts[-3]) if path.parts[-3].isdigit() else 0)
     preferred = Path("/usr/lib/postgresql/15/bin")
     return preferred if (preferred / "initdb").exists() or not found else found[-1].parent
 
@@ -157,21 +158,22 @@ def postgres_cluster(database: str = "mlflow") -> Iterator[str]:
     finally:
         if started:
             subprocess.run([*prefix, str(pg_ctl), "-D", str(data), "-m", "fast", "-w", "stop"],
-                           capture_output=True, timeout=60)
+                           capture_output=True, timeout=60, check=False)
         shutil.rmtree(folder, ignore_errors=True)
 
 
 # --- Ray ----------------------------------------------------------------------------------------
 @contextmanager
-def ray_cluster(folder: Path, num_cpus: int = 2) -> Iterator[str]:
+def ray_cluster(folder: Path, num_cpus: int = 2, num_gpus: int = 0) -> Iterator[str]:
     """A one-node Ray cluster (``ray start --head --block``, no dashboard) with `num_cpus` CPUs and
-    its session files under `folder`; yields its GCS address. Stopped with its process group."""
+    `num_gpus` GPUs (declared: Ray schedules on them, whether or not the machine has them); yields its
+    GCS address. Stopped with its process group (not ``ray stop``, which stops every Ray on the machine)."""
     pytest.importorskip("ray", reason="ray is not installed")
     port = free_port()
     temp_dir = Path(tempfile.mkdtemp(prefix="rag-ray-"))  # Ray's socket paths must stay short
     log_path = folder / f"ray-{port}.log"
     command = [venv_tool("ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
-               "--num-cpus", str(num_cpus), "--num-gpus", "0", "--include-dashboard", "false",
+               "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), "--include-dashboard", "false",
                "--disable-usage-stats", "--ray-client-server-port", str(free_port()), "--temp-dir", str(temp_dir)]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
     with open(log_path, "w") as log:

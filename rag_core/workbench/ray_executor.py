@@ -30,6 +30,7 @@ import os
 import re
 import socket
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import ray
@@ -44,6 +45,12 @@ ATTEMPTS = 3  # a point is tried at most this often when its worker process dies
 FORWARDED_PREFIXES = ("RAG_", "HF_", "MLFLOW_", "TRANSFORMERS_", "TOKENIZERS_", "PYTHONPATH")
 PRIVATE = re.compile(r"KEY|TOKEN|SECRET|PASSWORD", re.IGNORECASE)
 SUPERSEDED_TAG = TAG_PREFIX + "superseded_by_retry"
+
+
+@dataclass(frozen=True)
+class WorkerCounts:
+    kernels_started: int
+    superseded: int  # attempts whose worker died, their child runs superseded by a retry
 
 
 def forwarded_env(tracking_uri: str) -> dict[str, str]:
@@ -108,9 +115,9 @@ class PointWorker:
         self.superseded += supersede_dead_attempts(job.tracker, job.experiment, job.parent_run_id, point_hash)
         return run_point(point, point_hash, job, self.kernel, set())
 
-    def counts(self) -> tuple[int, int]:
-        """(kernels started, dead attempts superseded) since this actor (re)started."""
-        return self.kernel.started, self.superseded
+    def counts(self) -> WorkerCounts:
+        """Kernels started and dead attempts superseded since this actor (re)started."""
+        return WorkerCounts(self.kernel.started, self.superseded)
 
     def shutdown(self) -> None:
         self.kernel.shutdown()
@@ -125,7 +132,8 @@ def build_indexes(config, corpus, store_dir) -> dict[str, float]:
     stats = Pipeline(config, corpus, store_dir).build()
     return {"dense_indexes_built": float(stats.embedded + stats.embed_cache_hits > 0),
             "chunkings_built": float(stats.chunkings_built), "embedded": float(stats.embedded),
-            "embed_cache_hits": float(stats.embed_cache_hits), "seconds": time.perf_counter() - started}
+            "embed_cache_hits": float(stats.embed_cache_hits), "seconds": time.perf_counter() - started,
+            "on_gpu": float(bool(ray.get_gpu_ids()))}
 
 
 def prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir, echo: Callable[[str], None]) -> dict[str, float]:
@@ -135,10 +143,12 @@ def prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir, echo: Call
     echo(f"Building indexes for {len(builds)} distinct chunking/model combinations as Ray tasks"
          f"{' on GPU nodes' if gpus else ''} ...")
     corpus = ray.put(inputs.corpus)
-    totals = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0, "seconds": 0.0}
+    totals = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0,
+              "seconds": 0.0, "on_gpu": 0.0}
     for config in builds.values():
         done = ray.get(build_indexes.options(num_gpus=gpus).remote(config, corpus, store_dir))
         totals = {name: totals[name] + done[name] for name in totals}
+    echo(f"{int(totals['on_gpu'])} of {len(builds)} index builds ran on a GPU ({totals['seconds']:.1f} s)")
     return totals
 
 
@@ -181,11 +191,11 @@ class RayWorkers:
             ray.kill(actor, no_restart=True)
         self.actors = []
 
-    def shutdown(self) -> tuple[int, int]:
-        """End every actor's kernel and the actors; (kernels started, dead attempts superseded)."""
-        counts = [ray.get(actor.counts.remote()) for actor in self.actors]
+    def shutdown(self) -> WorkerCounts:
+        """End every actor's kernel and the actors; what they did, summed."""
+        counts = ray.get([actor.counts.remote() for actor in self.actors])
         ray.get([actor.shutdown.remote() for actor in self.actors])
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         self.actors = []
-        return sum(count[0] for count in counts), sum(count[1] for count in counts)
+        return WorkerCounts(sum(c.kernels_started for c in counts), sum(c.superseded for c in counts))

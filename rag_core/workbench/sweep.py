@@ -166,8 +166,9 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
             kernel.shutdown()
         kernels_started = sum(kernel.started for kernel in all_kernels)
         if remote is not None and remote.actors:
-            kernels_started, retried = remote.shutdown()
-            kernels_started += retried  # each dead attempt had a kernel of its own
+            counts = remote.shutdown()
+            retried = counts.superseded
+            kernels_started = counts.kernels_started + retried  # each dead attempt had a kernel of its own
     work = _log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
                                kernels_started, time.perf_counter() - started)
     if remote is not None:
