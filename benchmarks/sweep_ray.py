@@ -62,10 +62,12 @@ def main() -> int:
     cluster_started = time.perf_counter()
     with ray_cluster(work, num_cpus=args.workers) as address:
         cluster_seconds = time.perf_counter() - cluster_started
-        on_ray = run(spec, work / "ray", args.workers, "ray", address)
-        import ray
+        try:
+            on_ray = run(spec, work / "ray", args.workers, "ray", address)
+        finally:
+            import ray
 
-        ray.shutdown()
+            ray.shutdown()  # before the cluster goes: a driver left connected aborts when its GCS disappears
     identical = local["metrics"] == on_ray["metrics"]
     differences = sorted({f"{label} {name}" for label, metrics in local["metrics"].items()
                           for name, value in metrics.items() if on_ray["metrics"].get(label, {}).get(name) != value})

@@ -163,26 +163,38 @@ def postgres_cluster(database: str = "mlflow") -> Iterator[str]:
 
 
 # --- Ray ----------------------------------------------------------------------------------------
+RAY_START_ATTEMPTS = 3  # `ray start` gives its raylet a fixed 30 s to register: on a loaded machine it can miss
+
+
 @contextmanager
 def ray_cluster(folder: Path, num_cpus: int = 2, num_gpus: int = 0) -> Iterator[str]:
     """A one-node Ray cluster (``ray start --head --block``, no dashboard) with `num_cpus` CPUs and
     `num_gpus` GPUs (declared: Ray schedules on them, whether or not the machine has them); yields its
-    GCS address. Stopped with its process group (not ``ray stop``, which stops every Ray on the machine)."""
+    GCS address. Stopped with its process group (not ``ray stop``, which stops every Ray on the machine).
+    A start that times out (Ray's own 30 s limit for the raylet) is tried again, twice at most."""
     pytest.importorskip("ray", reason="ray is not installed")
-    port = free_port()
-    temp_dir = Path(tempfile.mkdtemp(prefix="rag-ray-"))  # Ray's socket paths must stay short
-    log_path = folder / f"ray-{port}.log"
-    command = [venv_tool("ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1", "--port", str(port),
-               "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus), "--include-dashboard", "false",
-               "--disable-usage-stats", "--ray-client-server-port", str(free_port()), "--temp-dir", str(temp_dir)]
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder, start_new_session=True,
-                                   env=env)
+    for attempt in range(1, RAY_START_ATTEMPTS + 1):
+        port = free_port()
+        temp_dir = Path(tempfile.mkdtemp(prefix="rag-ray-"))  # Ray's socket paths must stay short
+        log_path = folder / f"ray-{port}.log"
+        command = [venv_tool("ray"), "start", "--head", "--block", "--node-ip-address", "127.0.0.1",
+                   "--port", str(port), "--num-cpus", str(num_cpus), "--num-gpus", str(num_gpus),
+                   "--include-dashboard", "false", "--disable-usage-stats",
+                   "--ray-client-server-port", str(free_port()), "--temp-dir", str(temp_dir)]
+        with open(log_path, "w") as log:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, cwd=folder,
+                                       start_new_session=True, env=env)
         try:
-            wait_until(lambda: "Ray runtime started" in log_path.read_text(errors="replace"), process, "ray start",
-                       log_path)
-            yield f"127.0.0.1:{port}"
+            started = lambda: "Ray runtime started" in log_path.read_text(errors="replace")  # noqa: E731
+            deadline = time.monotonic() + STARTUP_SECONDS
+            while not started() and process.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.5)
+            if started():
+                yield f"127.0.0.1:{port}"
+                return
+            if attempt == RAY_START_ATTEMPTS or "timed out during startup" not in log_path.read_text(errors="replace"):
+                pytest.fail(f"ray start did not come up: {log_path.read_text(errors='replace')[-3000:]}")
         finally:
             stop_group(process, grace=30)
             shutil.rmtree(temp_dir, ignore_errors=True)

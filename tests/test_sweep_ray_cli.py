@@ -1,6 +1,7 @@
 """``rag-pipeline sweep --executor ray``'s bad input and environment failures: clear messages and exit
 codes, no traceback, and nothing written to the tracking store (the cluster is joined before the
-parent run is made). No cluster is started: the address given is a closed loopback port."""
+parent run is made). No cluster is started: the address given is a closed loopback port. And what
+the driver hands the workers' environment: settings, never credentials."""
 
 from __future__ import annotations
 
@@ -27,3 +28,19 @@ def test_an_unreachable_ray_cluster_is_an_environment_failure(tmp_path):
     assert f"cannot join the Ray cluster at {address}" in completed.stderr
     assert "Traceback" not in completed.stderr and not (tmp_path / "mlflow.db").exists()
     assert not (tmp_path / "store").exists()
+
+
+def test_ray_workers_get_the_settings_but_never_credentials(monkeypatch):
+    from rag_core.workbench.ray_executor import forwarded_env
+
+    monkeypatch.setenv("RAG_EMBED_MODEL", "/models/minilm")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-value")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "hunter2-secret")
+    monkeypatch.setenv("HF_TOKEN", "hf_secret_token")
+    monkeypatch.setenv("HOME", "/root")
+    env = forwarded_env("http://127.0.0.1:5000")
+    assert env["RAG_EMBED_MODEL"] == "/models/minilm" and env["HF_HUB_OFFLINE"] == "1"
+    assert env["MLFLOW_TRACKING_URI"] == "http://127.0.0.1:5000"
+    assert not {"ANTHROPIC_API_KEY", "MLFLOW_TRACKING_PASSWORD", "HF_TOKEN", "HOME"} & set(env)
+    assert not any("secret" in value for value in env.values())
