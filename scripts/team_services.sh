@@ -45,8 +45,13 @@ EOF
 }
 
 stop() {
-    for name in mlflow chroma; do
-        if [ -f "$DIR/$name.pid" ]; then kill -- "-$(cat "$DIR/$name.pid")" 2>/dev/null || true; rm -f "$DIR/$name.pid"; fi
+    for name in mlflow chroma; do  # each runs in its own process group (setsid): TERM it, KILL it after 20 s
+        [ -f "$DIR/$name.pid" ] || continue
+        group=$(cat "$DIR/$name.pid")
+        kill -- "-$group" 2>/dev/null || true
+        for _ in $(seq 20); do kill -0 -- "-$group" 2>/dev/null || break; sleep 1; done
+        kill -KILL -- "-$group" 2>/dev/null || true
+        rm -f "$DIR/$name.pid"
     done
     [ ! -d "$DIR/postgres-run/data" ] || "${AS_PG[@]}" "$PG_BIN/pg_ctl" -D "$DIR/postgres-run/data" -m fast -w stop \
         >/dev/null 2>&1 || true
