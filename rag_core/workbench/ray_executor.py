@@ -193,9 +193,13 @@ class RayWorkers:
 
     def shutdown(self) -> WorkerCounts:
         """End every actor's kernel and the actors; what they did, summed."""
-        counts = ray.get([actor.counts.remote() for actor in self.actors])
-        ray.get([actor.shutdown.remote() for actor in self.actors])
+        counts = []
         for actor in self.actors:
+            try:
+                counts.append(ray.get(actor.counts.remote()))
+                ray.get(actor.shutdown.remote())
+            except ray.exceptions.RayError:  # an actor lost for good (its points are FAILED runs)
+                pass
             ray.kill(actor, no_restart=True)
         self.actors = []
         return WorkerCounts(sum(c.kernels_started for c in counts), sum(c.superseded for c in counts))
