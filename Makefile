@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: demo test install sample-corpus lab mlflow-ui ui-check benchmarks clean-store
+.PHONY: demo test install sample-corpus lab mlflow-ui ui-check benchmarks clean-store team-services team-services-stop
 
 install: $(STAMP)
 
@@ -55,6 +55,13 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/sweep.py
 	$(BIN)/python benchmarks/tracing.py
 	$(BIN)/python benchmarks/vector_stores.py
+
+# PostgreSQL + MLflow server + Chroma server on 127.0.0.1 (data in .team/), for trying the "scaling out" setup
+team-services: $(STAMP)
+	BIN=$(BIN) scripts/team_services.sh start
+
+team-services-stop:
+	BIN=$(BIN) scripts/team_services.sh stop
 
 clean-store:
 	rm -rf .rag_store

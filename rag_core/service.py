@@ -244,6 +244,8 @@ def known_failure(exc: Exception) -> tuple[str, int] | None:
         return str(exc), 2
     if isinstance(exc, (ModelLoadError, StoreError, VectorStoreError)):
         return str(exc), 1
+    if type(exc).__name__ == "ClusterUnavailable":  # rag_core.workbench.ray_executor (imports ray)
+        return str(exc), 1
     if isinstance(exc, LLMError):
         return redact(str(exc)), 1
     return None

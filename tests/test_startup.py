@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "mlflow", "papermill", "ranx", "sentence_transformers", "chromadb", "nbformat")
+HEAVY = ("torch", "mlflow", "papermill", "ranx", "sentence_transformers", "chromadb", "nbformat", "ray")
 
 
 def _modules_after(code: str) -> set[str]:

@@ -110,6 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--output", metavar="DIR", help="where executed notebooks go [experiments/runs/<sweep>]")
     sweep.add_argument("--rerun", action="store_true",
                        help="run every point again under a new parent run, even those finished before")
+    sweep.add_argument("--executor", choices=("local", "ray"), default="local",
+                       help="local: worker threads on this machine; ray: index builds and points scheduled on a Ray "
+                            "cluster, one actor with a warm kernel per worker, a point retried when its worker dies "
+                            "(the store path and the tracking URI must be reachable from every node) [local]")
+    sweep.add_argument("--ray-address", metavar="ADDR",
+                       help="Ray cluster to join with --executor ray, e.g. 10.0.0.5:6379 (default: $RAY_ADDRESS, "
+                            "a cluster started on this machine with `ray start`, else a new local one)")
     _add_common(sweep)
 
     from rag_core.cli import calibrate, make_golden  # argparse only; the work is imported when a command runs

@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from rag_core.config import setting_names
+from rag_core.config import ConfigError, setting_names
 from rag_core.workbench import SweepResult, load_sweep, run_sweep
 from rag_core.workbench.honest import HoldoutReport
 from rag_core.workbench.intervals import shown_with_intervals
@@ -73,9 +73,12 @@ def run_sweep_command(args: argparse.Namespace, store_dir: Path) -> int:
     """0 when every point that could run finished, 1 when some failed. The sweep file's base sits
     between ``--config`` and the setting flags."""
     flags = {name: getattr(args, name) for name in setting_names() if getattr(args, name, None) is not None}
+    if args.ray_address and args.executor != "ray":
+        raise ConfigError("--ray-address needs --executor ray")
     spec = load_sweep(args.file, config_file=args.config, overrides=flags)
     echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
-    result = run_sweep(spec, store_dir, workers=args.workers, output_dir=args.output, echo=echo, rerun=args.rerun)
+    result = run_sweep(spec, store_dir, workers=args.workers, output_dir=args.output, echo=echo, rerun=args.rerun,
+                       executor=args.executor, ray_address=args.ray_address)
     if args.json:
         print(json.dumps({
             "name": result.name, "experiment": result.experiment, "parent_run_id": result.parent_run_id,

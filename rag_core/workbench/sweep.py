@@ -21,6 +21,10 @@ FAILED child run (``rag.error`` tag, partial notebook) and the sweep goes on; a 
 dies likewise, and its worker gets a new kernel. Interrupted (Ctrl-C), the running points and the
 parent run are marked KILLED at once.
 Held-out queries, the honest winner and the table's intervals: ``sweep_report``.
+
+Executors: ``local`` (the above: threads and kernels in this process tree) or ``ray`` (the same
+scheduling of groups, each worker thread driving a Ray actor that holds the kernel and makes the child
+runs; index builds as Ray tasks; a point whose worker dies is retried: ``ray_executor``).
 Left out: reading the sweep file (``sweep_file``), one point's execution (``points``), terminal output
 (``rag_core.cli``).
 """
@@ -47,6 +51,7 @@ from rag_core.workbench.sweep_report import plan_holdout, sweep_table
 
 TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
 UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
+EXECUTORS = ("local", "ray")
 
 
 @dataclass
@@ -76,14 +81,22 @@ class SweepResult:
 
 def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, output_dir: str | Path | None = None,
               tracking_uri: str | None = None, echo: Callable[[str], None] = print,
-              notebook: Path = NOTEBOOK, rerun: bool = False) -> SweepResult:
+              notebook: Path = NOTEBOOK, rerun: bool = False, executor: str = "local",
+              ray_address: str | None = None) -> SweepResult:
     """Run every point of `spec` not finished before (every point, under a new parent run, with
-    `rerun`); return the outcomes and the comparison table."""
+    `rerun`); return the outcomes and the comparison table. `executor` "ray" runs index builds and
+    points on the Ray cluster at `ray_address` (``rag_core.workbench.ray_executor``)."""
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
+    if executor not in EXECUTORS:
+        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     started = time.perf_counter()
     store_dir = Path(store_dir).resolve()
     tracker = Tracker.at(tracking_uri)
+    if executor == "ray":  # joined first: an unreachable cluster leaves no parent run behind
+        from rag_core.workbench import ray_executor
+
+        ray_executor.connect(ray_address, tracker.uri)
     output_dir = Path(output_dir).resolve() if output_dir else spec.path.resolve().parent / "runs" / spec.name
     output_dir.mkdir(parents=True, exist_ok=True)
     points, skipped_invalid = spec.points()
@@ -114,13 +127,17 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     distinct = len({point.build_key[:3] for point in points})
     echo(f"Sweep {spec.name!r}: {len(points)} points ({distinct} distinct chunkings), "
          f"{len(points) - len(todo) - len(unavailable)} already finished, {len(todo)} to run with {workers} "
-         f"worker(s){' (resuming run ' + parent_id + ')' if resumed else ''}; experiment {experiment!r}")
-
-    prebuild: dict[str, float] = {}
-    if workers > 1 and todo:
-        prebuild = _prebuild(todo, inputs, store_dir, echo)
+         f"{'Ray ' if executor == 'ray' else ''}worker(s){' (resuming run ' + parent_id + ')' if resumed else ''}; "
+         f"experiment {experiment!r}")
 
     job = PointJob(spec, experiment, parent_id, store_dir, output_dir, tracker, notebook)
+    remote = ray_executor.RayWorkers(job) if executor == "ray" else None
+    prebuild: dict[str, float] = {}
+    if todo and remote is not None:
+        prebuild = ray_executor.prebuild(todo, inputs, store_dir, echo)
+    elif workers > 1 and todo:
+        prebuild = _prebuild(todo, inputs, store_dir, echo)
+
     runnable = len(points) - len(unavailable)  # progress counts the points that can run
     counter = itertools.count(runnable - len(todo) + 1)
     lock = threading.Lock()
@@ -129,27 +146,43 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     local = threading.local()  # each worker thread keeps its own kernel
 
     def run_one(point: SweepPoint) -> PointOutcome:
-        if not hasattr(local, "kernel"):
-            local.kernel = WarmKernel()
-            with lock:
-                all_kernels.append(local.kernel)
-        outcome = run_point(point, point_hashes[point.number], job, local.kernel, running)
+        if remote is not None:  # each worker thread drives its own Ray actor
+            if not hasattr(local, "actor"):
+                local.actor = remote.new_actor()
+            outcome = remote.run(local.actor, point, point_hashes[point.number])
+        else:
+            if not hasattr(local, "kernel"):
+                local.kernel = WarmKernel()
+                with lock:
+                    all_kernels.append(local.kernel)
+            outcome = run_point(point, point_hashes[point.number], job, local.kernel, running)
         with lock:
             echo(progress_line(next(counter), runnable, outcome, spec.primary_metric))
         return outcome
 
+    kernels_started, retried = 0, 0
     try:
         outcomes += list(_execute(todo, workers, run_one))
     except KeyboardInterrupt:
         for run_id in list(running):
             tracker.finish(run_id, "KILLED")
+        if remote is not None:
+            remote.kill_running()
         tracker.finish(parent_id, "KILLED")
         raise
     finally:
         for kernel in all_kernels:
             kernel.shutdown()
+        kernels_started = sum(kernel.started for kernel in all_kernels)
+        if remote is not None and remote.actors:
+            counts = remote.shutdown()
+            retried = counts.superseded
+            kernels_started = counts.kernels_started + retried  # each dead attempt had a kernel of its own
     work = _log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
-                               sum(kernel.started for kernel in all_kernels), time.perf_counter() - started)
+                               kernels_started, time.perf_counter() - started)
+    if remote is not None:
+        work["sweep/points_retried"] = float(retried)  # attempts lost with their worker, run again
+        tracker.log(parent_id, metrics={"sweep/points_retried": float(retried)})
     table, holdout = sweep_table(tracker, experiment, parent_id, spec, plan, outcomes, TABLE_METRICS)
     with tempfile.TemporaryDirectory(prefix="rag-sweep-") as temp:
         folder = Path(temp)
