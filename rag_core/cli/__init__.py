@@ -151,7 +151,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     result = answer_query(args.question, store_from_args(args), config, use_llm=not args.no_llm)
     text = format_answer(result)
     if args.explain:
-        text += "\n\n" + format_explain(result)
+        text += "\n\n" + format_explain(result, config)
     emit(args, result.as_json(), text)
     return EXIT_OK
 

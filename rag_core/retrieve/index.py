@@ -37,6 +37,7 @@ from rag_core.retrieve.vectorstore import ChromaVectorStore, VectorStore
 @dataclass
 class BuildStats:
     chunks: int = 0
+    children: int = 0  # child chunks searched (parent-child retrieval, child_size > 0)
     chunk_seconds: float = 0.0
     chunkings_built: int = 0  # 1 when this call chunked the corpus, 0 when chunks were reused
     embedded: int = 0  # chunks embedded by the model (cache misses)
@@ -91,10 +92,27 @@ class Index:
             self._chunks = self._load_or_build_chunks()
             self.stats.chunks = len(self._chunks)
             self._chunk_by_id = {chunk.id: chunk for chunk in self._chunks}
+            self._children, self.parent_of = self._child_chunks(self._chunks)
+            self._chunk_by_id.update((child.id, child) for child in self._children)
+            self.stats.children = len(self._children)
         return self._chunks
+
+    def _child_chunks(self, parents: list[Chunk]) -> tuple[list[Chunk], dict[str, str]]:
+        """Children of `parents` (parent-child retrieval, ``child_size`` > 0), and child id -> parent id."""
+        if not self.config.child_size:
+            return [], {}
+        from rag_core.retrieve.parent_child import child_chunks
+
+        return child_chunks(parents, self.corpus.by_id, self.config.child_size)
+
+    @property
+    def search_chunks(self) -> list[Chunk]:
+        """What the retrievers index and search: the chunks, or their children with ``child_size``."""
+        return self._children if self.chunks and self.config.child_size else self.chunks
 
     @property
     def chunk_by_id(self) -> dict[str, Chunk]:
+        """Chunks (and children, with ``child_size``) by id."""
         self.chunks
         return self._chunk_by_id
 
@@ -117,7 +135,7 @@ class Index:
     def ensure_dense(self) -> None:
         if self._collection is not None:
             return
-        chunks = self.chunks
+        chunks = self.search_chunks
         model = self.embedder.name_used
         manifest_path = self.dir / f"dense-{_key(model)}.json"
         collection = f"dense-{_key(self.chunking_key, model)}"
@@ -145,11 +163,12 @@ class Index:
         self.stats.max_seq_length = manifest["max_seq_length"]
         self._collection = collection
 
-    def dense_search(self, query: str, depth: int) -> tuple[list[ScoredId], float]:
-        """Hits and the query-embedding time in ms."""
+    def dense_search(self, query: str, depth: int, vector=None) -> tuple[list[ScoredId], float]:
+        """Hits and the query-embedding time in ms (0 when `vector`, the query's embedding, is given)."""
         self.ensure_dense()
         started = time.perf_counter()
-        vector = self.embedder.embed_query(query)
+        if vector is None:
+            vector = self.embedder.embed_query(query)
         embed_ms = (time.perf_counter() - started) * 1000
         return self.vector_store.search(self._collection, vector, depth), embed_ms
 
@@ -163,7 +182,7 @@ class Index:
             else:
                 started = time.perf_counter()
                 index = BM25Index(backend=cfg.bm25_backend, tokenizer=cfg.tokenizer, k1=cfg.bm25_k1, b=cfg.bm25_b)
-                index.index([chunk.id for chunk in self.chunks], [chunk.text for chunk in self.chunks])
+                index.index([chunk.id for chunk in self.search_chunks], [chunk.text for chunk in self.search_chunks])
                 temp = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-bm25-"))
                 temp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would keep a team out of a shared store
                 index.save(temp)

@@ -16,7 +16,14 @@ when they were computed, so latency does not depend on the order points ran in.
 
 When the configured cross-encoder cannot be loaded, re-ranking is off for this pipeline: announced
 once per process on stderr and recorded in ``models_used()`` as ``none (unavailable: <cause>)``.
-Left out: query rewriting and metadata filters.
+Query expansion (``query_expansion``): ``rm3`` re-queries BM25 with feedback terms
+(``rag_core.retrieve.rm3``); ``multi_query`` retrieves the query and each LLM rephrasing and fuses
+each stage's lists across them with RRF; ``hyde`` searches the mean of the query's embedding and the
+LLM's hypothetical passage's (``rag_core.retrieve.expansion``). Fusion of the dense and BM25 lists is
+``fusion`` (RRF here, other methods through ranx). With ``child_size``, the retrievers search child
+chunks; each list is collapsed to parent chunks (best child's rank) and the fused child list is kept
+for child-level metrics. The expansion, fusion and child settings are part of the candidates key.
+Left out: metadata filters.
 """
 
 from __future__ import annotations
@@ -27,13 +34,13 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
 from rag_core.retrieve.fusion import reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
-from rag_core.records import Hit, ScoredId, StageScore
+from rag_core.records import Chunk, Hit, ScoredId, StageScore
 from rag_core.retrieve.rerank import Reranker
 
 STAGES = ("dense", "bm25", "fused", "rerank")
@@ -43,7 +50,8 @@ MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB 
 @dataclass(frozen=True)
 class Candidates:
     ranked: dict[str, list[ScoredId]]  # "dense" | "bm25" | "fused" -> best first
-    latency_ms: dict[str, float]  # embed_query | vector_search | bm25 | fusion, as measured when computed
+    latency_ms: dict[str, float]  # expansion | embed_query | vector_search | bm25 | fusion, as measured when computed
+    expansion: dict[str, Any] = field(default_factory=dict)  # what query expansion added (terms, queries, tokens)
 
 
 # candidates key -> Candidates, least recently used first
@@ -59,6 +67,8 @@ class Retrieval:
     latency_ms: dict[str, float]  # embed_query | vector_search | bm25 | fusion | rerank
     ranking: list[Hit] = field(default_factory=list)  # the whole final order (hits is its head)
     work: dict[str, int] = field(default_factory=dict)  # candidates_reused, rerank_pairs_scored, rerank_cache_hits
+    expansion: dict[str, Any] = field(default_factory=dict)  # query expansion's additions and LLM tokens
+    child_ranking: list[Chunk] = field(default_factory=list)  # child_size > 0: the fused child chunks, best first
 
 
 class Pipeline:
@@ -68,6 +78,7 @@ class Pipeline:
         self.corpus = corpus
         self.index = index or Index(Path(store_dir), corpus, config, progress=progress)
         self._reranker = reranker
+        self._expander = None  # the LLM expander, made on first use (needs an API key)
         self.rerank_unavailable: str | None = None  # why the configured cross-encoder could not be loaded
 
     @functools.cached_property
@@ -121,29 +132,114 @@ class Pipeline:
         cfg = self.config
         dense = self.index.embedder.name_used if cfg.mode in ("dense", "hybrid") else None
         bm25 = self.index.bm25_key if cfg.mode in ("bm25", "hybrid") else None
-        return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, query)
+        fusion = (cfg.fusion, cfg.fusion_norm, cfg.fusion_weights) if cfg.mode == "hybrid" else None
+        return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, fusion,
+                self._expansion_key(), query)
+
+    def _expansion_key(self) -> tuple:
+        cfg = self.config
+        if cfg.query_expansion == "rm3":
+            return ("rm3", cfg.rm3_docs, cfg.rm3_terms, cfg.rm3_weight)
+        if cfg.query_expansion == "multi_query":
+            return ("multi_query", cfg.multi_query_n, cfg.llm_provider, cfg.llm_model)
+        if cfg.query_expansion == "hyde":
+            return ("hyde", cfg.llm_provider, cfg.llm_model)
+        return ("none",)
+
+    @property
+    def expander(self):
+        """The LLM query expander (``MissingAPIKey`` without a key), for multi_query and hyde."""
+        if self._expander is None:
+            from rag_core.retrieve.expansion import LLMExpander
+
+            self._expander = LLMExpander(self.config)
+        return self._expander
 
     def _retrieve_candidates(self, query: str) -> Candidates:
         cfg = self.config
         latency: dict[str, float] = {}
+        expansion: dict[str, Any] = {}
+        texts, hyde = [query], None
+        if cfg.query_expansion in ("multi_query", "hyde"):
+            expanded = self.expander.expand(query)
+            latency["expansion"] = expanded.latency_ms
+            expansion = expanded.as_info()
+            texts += list(expanded.queries)
+            hyde = expanded.passage
+        searches = [self._search(text, hyde, latency, expansion) for text in texts]
+        ranked = searches[0] if len(searches) == 1 else {
+            stage: reciprocal_rank_fusion([[hit.id for hit in found[stage]] for found in searches], k=cfg.rrf_k)
+            for stage in searches[0]
+        }
+        if cfg.child_size:
+            from rag_core.retrieve.parent_child import collapse_to_parents
+
+            parent_of = self.index.parent_of
+            ranked = {"child": ranked["fused"], **{
+                stage: collapse_to_parents(found, parent_of, None if stage == "fused" else cfg.retrieve_depth)
+                for stage, found in ranked.items()}}
+        return Candidates(ranked, latency, expansion)
+
+    def _search(self, query: str, hyde: str | None, latency: dict[str, float],
+                expansion: dict[str, Any]) -> dict[str, list[ScoredId]]:
+        """One query text through the retrievers and fusion; latencies add up into `latency`."""
+        cfg = self.config
+        depth = cfg.retrieve_depth
+        if cfg.child_size:  # enough children to fill retrieve_depth parents
+            depth *= max(1, -(-cfg.chunk_size // cfg.child_size))
         ranked: dict[str, list[ScoredId]] = {}
+
+        def add(stage: str, started: float) -> None:
+            latency[stage] = latency.get(stage, 0.0) + (time.perf_counter() - started) * 1000
+
         if cfg.mode in ("dense", "hybrid"):
             self.index.ensure_dense()
             started = time.perf_counter()
-            ranked["dense"], latency["embed_query"] = self.index.dense_search(query, cfg.retrieve_depth)
-            latency["vector_search"] = (time.perf_counter() - started) * 1000 - latency["embed_query"]
+            vector, embed_ms = None, 0.0
+            if hyde:  # HyDE: the query's and the hypothetical passage's embeddings, averaged
+                vector = self._hyde_vector(query, hyde)
+                embed_ms = (time.perf_counter() - started) * 1000
+            ranked["dense"], query_ms = self.index.dense_search(query, depth, vector=vector)
+            embed_ms += query_ms
+            latency["embed_query"] = latency.get("embed_query", 0.0) + embed_ms
+            latency["vector_search"] = latency.get("vector_search", 0.0) + (time.perf_counter() - started) * 1000 - embed_ms
         if cfg.mode in ("bm25", "hybrid"):
-            self.index.ensure_bm25()
+            bm25 = self.index.ensure_bm25()
             started = time.perf_counter()
-            ranked["bm25"] = self.index.bm25_search(query, cfg.retrieve_depth)
-            latency["bm25"] = (time.perf_counter() - started) * 1000
+            if cfg.query_expansion == "rm3":
+                from rag_core.retrieve.rm3 import rm3_search
+
+                chunk_by_id = self.index.chunk_by_id
+                result = rm3_search(bm25, lambda chunk_id: chunk_by_id[chunk_id].text, query, depth, cfg.rm3_docs,
+                                    cfg.rm3_terms, cfg.rm3_weight)
+                ranked["bm25"] = result.hits
+                expansion.update(method="rm3", terms=result.weights)
+            else:
+                ranked["bm25"] = self.index.bm25_search(query, depth)
+            add("bm25", started)
         if cfg.mode == "hybrid":
             started = time.perf_counter()
-            ranked["fused"] = reciprocal_rank_fusion([[hit.id for hit in ranked["dense"]], [hit.id for hit in ranked["bm25"]]], k=cfg.rrf_k)
-            latency["fusion"] = (time.perf_counter() - started) * 1000
+            ranked["fused"] = self._fuse(ranked["dense"], ranked["bm25"])
+            add("fusion", started)
         else:
             ranked["fused"] = ranked["dense" if cfg.mode == "dense" else "bm25"]
-        return Candidates(ranked, latency)
+        return ranked
+
+    def _hyde_vector(self, query: str, passage: str):
+        import numpy as np
+
+        passage_vectors, _ = self.index.embedder.embed_documents([passage])
+        mean = self.index.embedder.embed_query(query) + passage_vectors[0]
+        return (mean / np.linalg.norm(mean)).astype(np.float32)
+
+    def _fuse(self, dense: list[ScoredId], bm25: list[ScoredId]) -> list[ScoredId]:
+        cfg = self.config
+        if cfg.fusion == "rrf":
+            return reciprocal_rank_fusion([[hit.id for hit in dense], [hit.id for hit in bm25]], k=cfg.rrf_k,
+                                          weights=cfg.fusion_weights or None)
+        from rag_core.retrieve.fusion_ranx import ranx_fusion  # ranx starts numba: only when asked for
+
+        return ranx_fusion([dense, bm25], cfg.fusion, cfg.fusion_norm, cfg.fusion_weights)
 
     def retrieve(self, query: str) -> Retrieval:
         cfg = self.config
@@ -167,7 +263,8 @@ class Pipeline:
             final = ranked["rerank"] + final[cfg.rerank_depth:]
         stages = self._hits_by_stage(ranked)
         ranking = self._hits(final, stages)
-        return Retrieval(query, ranking[: cfg.k], stages, latency, ranking, work)
+        children = [self.index.chunk_by_id[item.id] for item in ranked.get("child", ())]
+        return Retrieval(query, ranking[: cfg.k], stages, latency, ranking, work, dict(found.expansion), children)
 
     def _hits_by_stage(self, ranked: dict[str, Sequence[ScoredId]]) -> dict[str, list[Hit]]:
         # chunk id -> stage -> (rank, score), over every stage the chunk appeared in
