@@ -92,7 +92,7 @@ class Index:
             self._chunks = self._load_or_build_chunks()
             self.stats.chunks = len(self._chunks)
             self._chunk_by_id = {chunk.id: chunk for chunk in self._chunks}
-            self._children, self.parent_of = self._child_chunks(self._chunks)
+            self._children, self._parent_of = self._child_chunks(self._chunks)
             self._chunk_by_id.update((child.id, child) for child in self._children)
             self.stats.children = len(self._children)
         return self._chunks
@@ -104,6 +104,12 @@ class Index:
         from rag_core.retrieve.parent_child import child_chunks
 
         return child_chunks(parents, self.corpus.by_id, self.config.child_size)
+
+    @property
+    def parent_of(self) -> dict[str, str]:
+        """Child id -> parent chunk id (empty without ``child_size``)."""
+        self.chunks
+        return self._parent_of
 
     @property
     def search_chunks(self) -> list[Chunk]:

@@ -176,7 +176,8 @@ class Pipeline:
 
             parent_of = self.index.parent_of
             ranked = {"child": ranked["fused"], **{
-                stage: collapse_to_parents(found, parent_of, None if stage == "fused" else cfg.retrieve_depth)
+                stage: collapse_to_parents(found, parent_of, None if stage == "fused" and cfg.mode == "hybrid"
+                                           else cfg.retrieve_depth)
                 for stage, found in ranked.items()}}
         return Candidates(ranked, latency, expansion)
 
