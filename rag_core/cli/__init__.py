@@ -102,6 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.add_argument("--rerun", action="store_true",
                        help="run every point again under a new parent run, even those finished before")
     _add_common(sweep)
+
+    from rag_core.cli.tune_fusion import add_parser as add_tune_fusion
+
+    add_tune_fusion(commands)
+    _add_common(commands.choices["tune-fusion"])
     return parser
 
 
@@ -170,8 +175,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return run_sweep_command(args, store_from_args(args))
 
 
+def cmd_tune_fusion(args: argparse.Namespace) -> int:
+    from rag_core.cli.tune_fusion import run_tune_fusion_command
+
+    return run_tune_fusion_command(args, config_from_args(args), store_from_args(args))
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "ingest": cmd_ingest, "query": cmd_query, "eval": cmd_eval, "sweep": cmd_sweep,
+    "ingest": cmd_ingest, "query": cmd_query, "eval": cmd_eval, "sweep": cmd_sweep, "tune-fusion": cmd_tune_fusion,
 }
 
 
