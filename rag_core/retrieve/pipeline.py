@@ -150,9 +150,14 @@ class Pipeline:
     def expander(self):
         """The LLM query expander (``MissingAPIKey`` without a key), for multi_query and hyde."""
         if self._expander is None:
+            from rag_core.generate.llm import MissingAPIKey
             from rag_core.retrieve.expansion import LLMExpander
 
-            self._expander = LLMExpander(self.config)
+            try:
+                self._expander = LLMExpander(self.config)
+            except MissingAPIKey as exc:
+                raise MissingAPIKey(f"query_expansion {self.config.query_expansion} needs an LLM: {exc} "
+                                    "(or use query_expansion none or rm3, which work offline)") from None
         return self._expander
 
     def _retrieve_candidates(self, query: str) -> Candidates:
