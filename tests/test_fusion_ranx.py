@@ -115,3 +115,15 @@ def test_tune_fusion_learns_on_one_half_and_reports_on_the_other(sample_store, s
     # Bad input is exit 2 with a message, not a traceback.
     bad = run_cli("tune-fusion", "--golden", str(train), "--method", "sum", store=sample_store)
     assert bad.returncode == 2 and "--method must be one of" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_the_techniques_are_sweep_grid_axes():
+    from rag_core.paths import PROJECT_ROOT
+    from rag_core.workbench.sweep_file import load_sweep
+
+    spec = load_sweep(PROJECT_ROOT / "experiments" / "retrieval-techniques.yaml")
+    points, _ = spec.points()
+    assert len(points) == 18
+    configs = {(p.config.query_expansion, p.config.child_size, p.config.fusion) for p in points}
+    assert ("rm3", 64, "wsum") in configs and ("none", 0, "rrf") in configs
+    assert all(p.config.mode == "hybrid" and p.config.rerank_depth == 0 for p in points)
