@@ -32,6 +32,7 @@ QUERY_EXPANSIONS = ("none", "rm3", "multi_query", "hyde")
 # rrf: this project's RRF (weights optional); the others are ranx.fuse methods (rag_core.retrieve.fusion_ranx)
 FUSIONS = ("rrf", "sum", "mnz", "max", "min", "med", "anz", "gmnz", "isr", "log_isr", "logn_isr", "rbc",
            "bordafuse", "condorcet", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")
+WEIGHTED_FUSIONS = ("rrf", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")  # take fusion_weights
 FUSION_NORMS = ("min-max", "max", "sum", "zmuv", "rank", "borda", "none")
 
 # setting -> environment variable that overrides it
@@ -110,6 +111,8 @@ class RagConfig:
             (self.fusion_norm in FUSION_NORMS, f"fusion_norm must be one of {', '.join(FUSION_NORMS)}"),
             (all(math.isfinite(w) and w >= 0 for w in self.fusion_weights) and len(self.fusion_weights) in (0, 2),
              "fusion_weights must be two finite numbers >= 0 (dense, bm25), or empty"),
+            (not self.fusion_weights or self.fusion in WEIGHTED_FUSIONS,
+             f"fusion_weights apply to fusion {', '.join(WEIGHTED_FUSIONS)} only, not {self.fusion}"),
             (self.query_expansion in QUERY_EXPANSIONS, f"query_expansion must be one of {', '.join(QUERY_EXPANSIONS)}"),
             (self.query_expansion != "hyde" or self.mode != "bm25", "query_expansion hyde embeds a passage: it needs mode dense or hybrid"),
             (self.query_expansion != "rm3" or self.mode != "dense", "query_expansion rm3 expands the BM25 query: it needs mode bm25 or hybrid"),

@@ -69,6 +69,8 @@ def test_fusion_settings_are_checked():
         RagConfig(fusion="magic")
     with pytest.raises(ConfigError, match="fusion_weights"):
         RagConfig(fusion_weights=(1.0,))
+    with pytest.raises(ConfigError, match="fusion_weights apply to"):
+        RagConfig(fusion="mnz", fusion_weights=(0.5, 0.5))
     with pytest.raises(ConfigError, match="fusion_norm"):
         RagConfig(fusion_norm="log")
     assert RagConfig.from_dict({"fusion_weights": "0.3,0.7"}).fusion_weights == (0.3, 0.7)

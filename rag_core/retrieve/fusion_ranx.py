@@ -18,9 +18,10 @@ import logging
 import warnings
 from typing import Any, Mapping, Sequence
 
+from rag_core.config import WEIGHTED_FUSIONS
 from rag_core.records import Run, ScoredId
 
-WEIGHTED_METHODS = ("wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")  # take `weights`
+WEIGHTED_METHODS = tuple(name for name in WEIGHTED_FUSIONS if name != "rrf")  # ranx methods taking `weights`
 TUNABLE_METHODS = (*WEIGHTED_METHODS, "rrf", "gmnz", "logn_isr", "rbc")  # ranx.optimize_fusion learns a parameter
 _QUERY = "q"
 
