@@ -30,6 +30,12 @@ BM25_BACKENDS = ("bm25s", "rank_bm25")
 LLM_PROVIDERS = ("anthropic", "openai")
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
 CHUNK_CONTEXTS = ("none", "title", "title_heading")
+QUERY_EXPANSIONS = ("none", "rm3", "multi_query", "hyde")
+# rrf: this project's RRF (weights optional); the others are ranx.fuse methods (rag_core.retrieve.fusion_ranx)
+FUSIONS = ("rrf", "sum", "mnz", "max", "min", "med", "anz", "gmnz", "isr", "log_isr", "logn_isr", "rbc",
+           "bordafuse", "condorcet", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")
+WEIGHTED_FUSIONS = ("rrf", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")  # take fusion_weights
+FUSION_NORMS = ("min-max", "max", "sum", "zmuv", "rank", "borda", "none")
 
 # setting -> environment variable that overrides it
 ENV_OVERRIDES = {
@@ -63,6 +69,17 @@ class RagConfig:
     retrieve_depth: int = 20  # candidates taken from each retriever
     rrf_k: int = 60
     rerank_depth: int = 20  # fused candidates re-scored by the cross-encoder; 0 = no re-ranking
+    fusion: str = "rrf"  # rrf | a ranx.fuse method (FUSIONS)
+    fusion_norm: str = "min-max"  # score normalisation before a ranx fusion (FUSION_NORMS)
+    fusion_weights: tuple[float, ...] = ()  # per retriever (dense, bm25); () = equal
+    # query expansion
+    query_expansion: str = "none"  # none | rm3 | multi_query | hyde
+    rm3_docs: int = 10  # feedback documents (top BM25 chunks)
+    rm3_terms: int = 10  # expansion terms kept
+    rm3_weight: float = 0.5  # weight of the original query in the expanded one
+    multi_query_n: int = 3  # rephrasings the LLM writes
+    # parent-child chunks
+    child_size: int = 0  # words per searched child chunk inside each chunk_size parent; 0 = off
     # BM25
     bm25_backend: str = "bm25s"  # bm25s | rank_bm25
     tokenizer: str = "stem"  # stem | simple | whitespace (see rag_core.retrieve.tokenizer)
@@ -93,7 +110,8 @@ class RagConfig:
         # Each message starts with the setting's name; NaN passes no comparison, so finiteness comes first.
         checks = [
             *((math.isfinite(getattr(self, name)), f"{name} must be a finite number")
-              for name in ("bm25_k1", "bm25_b", "min_rerank_score", "llm_timeout_s", "vector_store_timeout_s")),
+              for name in ("bm25_k1", "bm25_b", "min_rerank_score", "llm_timeout_s", "vector_store_timeout_s",
+                           "rm3_weight")),
             (self.chunk_size > 0, "chunk_size must be > 0"),
             (0 <= self.overlap < self.chunk_size, "overlap must be >= 0 and < chunk_size"),
             (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
@@ -103,6 +121,20 @@ class RagConfig:
             (self.retrieve_depth > 0, "retrieve_depth must be > 0"),
             (self.rrf_k >= 0, "rrf_k must be >= 0"),
             (self.rerank_depth >= 0, "rerank_depth must be >= 0"),
+            (self.fusion in FUSIONS, f"fusion must be one of {', '.join(FUSIONS)}"),
+            (self.fusion_norm in FUSION_NORMS, f"fusion_norm must be one of {', '.join(FUSION_NORMS)}"),
+            (all(math.isfinite(w) and w >= 0 for w in self.fusion_weights) and len(self.fusion_weights) in (0, 2),
+             "fusion_weights must be two finite numbers >= 0 (dense, bm25), or empty"),
+            (not self.fusion_weights or self.fusion in WEIGHTED_FUSIONS,
+             f"fusion_weights apply to fusion {', '.join(WEIGHTED_FUSIONS)} only, not {self.fusion}"),
+            (self.query_expansion in QUERY_EXPANSIONS, f"query_expansion must be one of {', '.join(QUERY_EXPANSIONS)}"),
+            (self.query_expansion != "hyde" or self.mode != "bm25", "query_expansion hyde embeds a passage: it needs mode dense or hybrid"),
+            (self.query_expansion != "rm3" or self.mode != "dense", "query_expansion rm3 expands the BM25 query: it needs mode bm25 or hybrid"),
+            (self.rm3_docs > 0, "rm3_docs must be > 0"),
+            (self.rm3_terms > 0, "rm3_terms must be > 0"),
+            (0 <= self.rm3_weight <= 1, "rm3_weight must be between 0 and 1"),
+            (self.multi_query_n > 0, "multi_query_n must be > 0"),
+            (0 <= self.child_size < self.chunk_size or self.child_size == 0, "child_size must be 0 (off) or > 0 and < chunk_size"),
             (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {', '.join(TOKENIZERS)}"),
             (self.bm25_backend in BM25_BACKENDS, f"bm25_backend must be one of {', '.join(BM25_BACKENDS)}"),
             (self.rerank_backend in RERANK_BACKENDS, f"rerank_backend must be one of {', '.join(RERANK_BACKENDS)}"),
@@ -116,7 +148,7 @@ class RagConfig:
             (self.llm_timeout_s > 0, "llm_timeout_s must be > 0 (seconds)"),
             (self.llm_max_retries >= 0, "llm_max_retries must be >= 0"),
             (self.min_retriever_agreement >= 0, "min_retriever_agreement must be >= 0"),
-            (all(k > 0 for k in self.metrics_k), "metrics_k must hold positive integers"),
+            (bool(self.metrics_k) and all(k > 0 for k in self.metrics_k), "metrics_k must hold positive integers"),
             (isinstance(self.tracing, bool), "tracing must be true or false"),
         ]
         for ok, message in checks:
@@ -156,7 +188,10 @@ class RagConfig:
         }
 
     def chunking_key(self) -> dict[str, Any]:
-        return {"chunk_size": self.chunk_size, "overlap": self.overlap, "per_page": self.per_page}
+        key = {"chunk_size": self.chunk_size, "overlap": self.overlap, "per_page": self.per_page}
+        if self.child_size:  # only when on, so the keys of existing stores stay as they were
+            key["child_size"] = self.child_size
+        return key
 
 
 # One line per setting, for `--help`.
@@ -173,6 +208,15 @@ SETTING_HELP = {
     "retrieve_depth": "candidates taken from each retriever",
     "rrf_k": "Reciprocal Rank Fusion constant",
     "rerank_depth": "fused candidates re-scored by the cross-encoder (0 = off)",
+    "fusion": "how dense and BM25 lists merge: rrf, or a ranx method (wsum, wmnz, sum, mnz, max, ...)",
+    "fusion_norm": "score normalisation before a ranx fusion: min-max | zmuv | max | sum | rank | borda | none",
+    "fusion_weights": "weights of the dense and BM25 lists, comma-separated (empty: equal); see tune-fusion",
+    "query_expansion": "none | rm3 (BM25 pseudo-relevance feedback) | multi_query | hyde (these two need an LLM key)",
+    "rm3_docs": "RM3: top BM25 chunks used as feedback",
+    "rm3_terms": "RM3: expansion terms kept",
+    "rm3_weight": "RM3: weight of the original query (0..1) against the feedback terms",
+    "multi_query_n": "multi_query: rephrasings the LLM writes (each retrieved, fused with RRF)",
+    "child_size": "parent-child: words per searched child chunk (0 = off); the chunk_size parent is returned",
     "bm25_backend": "bm25s | rank_bm25",
     "tokenizer": "BM25 tokenizer: stem | simple | whitespace",
     "bm25_k1": "BM25 term-frequency saturation",
@@ -252,8 +296,8 @@ def _coerce(field: dataclasses.Field, value: Any, where: str) -> Any:
         if kind == "float":
             return float(value)
         if kind.startswith("tuple"):
-            items = value.split(",") if isinstance(value, str) else list(value)
-            return tuple(int(item) for item in items)
+            items = [item for item in value.split(",") if item.strip()] if isinstance(value, str) else list(value)
+            return tuple((float if "float" in kind else int)(item) for item in items)
         return str(value)
     except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         raise ConfigError(f"setting {field.name!r} in {where}: cannot use {value!r} as {kind}") from None

@@ -173,6 +173,7 @@ class QueryResult:
             "latency_ms": self.retrieval.latency_ms,
             "filter": self.retrieval.filter or None,
             "routed_documents": [{"source": item.id, "score": item.score} for item in self.retrieval.routed],
+            "expansion": self.retrieval.expansion,
         }
 
 
@@ -205,7 +206,7 @@ def format_answer(result: QueryResult) -> str:
     return "\n".join(lines)
 
 
-def format_explain(result: QueryResult) -> str:
+def format_explain(result: QueryResult, config: RagConfig | None = None) -> str:
     """A table: each final passage's rank and score at every stage it went through."""
     header = f"{'#':>2}  {'passage':<40}" + "".join(f"{stage:>16}" for stage in STAGES)
     rows = [header, "-" * len(header)]
@@ -226,7 +227,33 @@ def format_explain(result: QueryResult) -> str:
     if result.retrieval.routed:
         rows.append("routed to: " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
                                              for rank, item in enumerate(result.retrieval.routed, start=1)))
+    rows += explain_retrieval_settings(result.retrieval, config)
     return "\n".join(rows)
+
+
+def explain_retrieval_settings(retrieval: Retrieval, config: RagConfig | None) -> list[str]:
+    """Lines on fusion, query expansion and parent-child chunks, when they differ from plain retrieval."""
+    lines: list[str] = []
+    if config is not None and config.mode == "hybrid" and (config.fusion != "rrf" or config.fusion_weights):
+        weights = ",".join(f"{w:g}" for w in config.fusion_weights) or "equal"
+        norm = "" if config.fusion == "rrf" else f", {config.fusion_norm} normalisation"
+        lines.append(f"fusion: {config.fusion}{norm}, weights (dense, bm25) {weights}")
+    expansion = retrieval.expansion
+    if expansion.get("method") == "rm3":
+        terms = ", ".join(f"{term} {weight:.3f}" for term, weight in expansion.get("terms", {}).items())
+        lines.append(f"query expansion rm3 (BM25 query as weighted terms): {terms or 'no feedback documents'}")
+    elif expansion.get("method") == "multi_query":
+        lines.append(f"query expansion multi_query ({expansion['model']}, {expansion['input_tokens']} tokens in / "
+                     f"{expansion['output_tokens']} out); rephrasings, each retrieved and fused with RRF:")
+        lines += [f"  {n}. {text}" for n, text in enumerate(expansion["queries"], start=1)]
+    elif expansion.get("method") == "hyde":
+        lines.append(f"query expansion hyde ({expansion['model']}, {expansion['input_tokens']} tokens in / "
+                     f"{expansion['output_tokens']} out); hypothetical passage embedded with the query:")
+        lines.append("  " + " ".join((expansion.get("passage") or "(empty)").split())[:300])
+    if retrieval.child_ranking:
+        lines.append(f"parent-child: {len(retrieval.child_ranking)} child chunks ranked, collapsed to their parents "
+                     "(each at its best child's rank); the passages above are the parents")
+    return [""] + lines if lines else []
 
 
 def known_failure(exc: Exception) -> tuple[str, int] | None:

@@ -123,6 +123,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     make_golden.add_parser(commands, _add_common)
     calibrate.add_parser(commands, _add_common)
+    from rag_core.cli.tune_fusion import add_parser as add_tune_fusion
+
+    add_tune_fusion(commands)
+    _add_common(commands.choices["tune-fusion"])
     return parser
 
 
@@ -175,7 +179,7 @@ def cmd_query(args: argparse.Namespace) -> int:
                           where=parse_where(args.where))
     text = format_answer(result)
     if args.explain:
-        text += "\n\n" + format_explain(result)
+        text += "\n\n" + format_explain(result, config)
     emit(args, result.as_json(), text)
     return EXIT_OK
 
@@ -206,9 +210,15 @@ def cmd_calibrate_judge(args: argparse.Namespace) -> int:
     return run_calibrate_command(args, config_from_args(args))
 
 
+def cmd_tune_fusion(args: argparse.Namespace) -> int:
+    from rag_core.cli.tune_fusion import run_tune_fusion_command
+
+    return run_tune_fusion_command(args, config_from_args(args), store_from_args(args))
+
+
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "query": cmd_query, "eval": cmd_eval, "sweep": cmd_sweep,
-    "make-golden": cmd_make_golden, "calibrate-judge": cmd_calibrate_judge,
+    "make-golden": cmd_make_golden, "calibrate-judge": cmd_calibrate_judge, "tune-fusion": cmd_tune_fusion,
 }
 
 

@@ -31,7 +31,7 @@ def format_report(report: EvalReport) -> str:
     lines = [f"Retrieval: {int(metrics.get('eval/queries', 0))} queries, mode {params.get('mode')}, "
              f"rerank_depth {params.get('rerank_depth')}; the final ranking is scored to depth {max(ks)}"]
     lines += _table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
-                                        for level in LEVELS])
+                                        for level in (*LEVELS, *(("child",) if "child/mrr" in metrics else ()))])
     lines += ["", f"Context (the k={params.get('k')} passages given to the LLM): "
                   f"recall {metrics.get('context/recall', 0.0):.3f}, precision {metrics.get('context/precision', 0.0):.3f}, "
                   f"{metrics.get('context/words', 0.0):.0f} words per query"]
@@ -40,6 +40,9 @@ def format_report(report: EvalReport) -> str:
         lines += ["", "Latency per query (ms)"]
         lines += _table(["stage", "p50", "p95"], [[stage, f"{metrics[f'latency/{stage}_p50_ms']:.2f}",
                                                     f"{metrics[f'latency/{stage}_p95_ms']:.2f}"] for stage in stages])
+    if "expansion/input_tokens" in metrics:
+        lines.append(f"Query expansion {params.get('query_expansion')}: {metrics['expansion/input_tokens']:.0f} tokens in, "
+                     f"{metrics['expansion/output_tokens']:.0f} out per query (LLM)")
     index = {name[len("index/"):]: value for name, value in metrics.items() if name.startswith("index/")}
     lines += ["", f"Index: {int(index.get('documents', 0))} documents, {int(index.get('chunks', 0))} chunks "
                   f"(chunked now: {'yes' if index.get('chunkings_built') else 'no, reused'}), "

@@ -8,6 +8,9 @@ computed on ten passages and compares with published figures. ``k`` is the numbe
 to the LLM; the ``context/*`` metrics describe those k passages: ``context/recall`` (share of the
 query's relevant chunks among them), ``context/precision`` (share of them that are relevant) and
 ``context/words`` (their total length), which is what the ``k`` setting trades.
+With parent-child chunks (``child_size``), ``child/*`` metrics score the fused child ranking against
+child-level relevance, next to the parent (returned) level; LLM query expansion adds
+``expansion/input_tokens`` and ``expansion/output_tokens`` per query and an ``expansion`` latency stage.
 Answers and the LLM judge are optional (``judge=True``). Logging to MLflow is ``rag_core.workbench.tracking``'s job.
 Left out: graded relevance (evidence is binary).
 """
@@ -18,12 +21,12 @@ import hashlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
 from rag_core.evaluate.golden import GoldenQuery
-from rag_core.evaluate.metrics import evaluate_rankings, first_relevant_rank, latency_summary
+from rag_core.evaluate.metrics import EvalResult, evaluate_rankings, first_relevant_rank, latency_summary
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.records import Chunk
 from rag_core.evaluate.relevance import QrelsByLevel, build_qrels
@@ -99,6 +102,12 @@ def evaluate_config(
     for qid, values in context.items():
         result.per_query[qid].update(values)
     metrics = dict(result.averages)
+    if config.child_size:  # parent-child: the searched children, scored against child-level qrels too
+        child = child_level_metrics(queries, corpus, pipeline.index.search_chunks, retrievals, config.metrics_k)
+        metrics.update(child.averages)
+        for qid, values in child.per_query.items():
+            result.per_query[qid].update(values)
+    metrics.update(expansion_metrics(retrievals.values()))
     metrics.update({name: sum(values[name] for values in context.values()) / len(context) for name in CONTEXT_METRICS})
     metrics.update(latency_summary(latency))
     metrics.update(stats.as_metrics())
@@ -139,6 +148,28 @@ def evaluate_config(
 
 
 CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")
+
+
+def child_level_metrics(queries: Sequence[GoldenQuery], corpus: Corpus, children: Sequence[Chunk],
+                        retrievals: dict[str, Retrieval], ks: Sequence[int]) -> EvalResult:
+    """``child/recall@5``, ...: the fused child ranking (before collapsing to parents) against the
+    children relevant by the same rules as chunks (SPEC section 5)."""
+    child_qrels = build_qrels(queries, corpus.by_id, children)["chunk"]
+    depth = max(ks)
+    ranked = {qid: retrieval.child_ranking[:depth] for qid, retrieval in retrievals.items()}
+    result = evaluate_rankings({"chunk": child_qrels}, ranked, ks)
+    rename = lambda values: {f"child/{name[len('chunk/'):]}": value  # noqa: E731
+                             for name, value in values.items() if name.startswith("chunk/")}
+    return EvalResult(rename(result.averages), {qid: rename(values) for qid, values in result.per_query.items()})
+
+
+def expansion_metrics(retrievals: Iterable[Retrieval]) -> dict[str, float]:
+    """LLM query expansion's tokens per query (as measured when the candidates were computed)."""
+    used = [retrieval.expansion for retrieval in retrievals if "input_tokens" in retrieval.expansion]
+    if not used:
+        return {}
+    return {f"expansion/{name}": sum(info[name] for info in used) / len(used)
+            for name in ("input_tokens", "output_tokens")}
 
 
 def context_metrics(retrieval: Retrieval, relevant: dict[str, int]) -> dict[str, float]:

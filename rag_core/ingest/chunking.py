@@ -66,6 +66,12 @@ def chunk_document(document: Document, chunk_size: int, overlap: int, per_page: 
     return chunks
 
 
+def split_span(text: str, region: Span, chunk_size: int, overlap: int = 0) -> list[Span]:
+    """(start, end) spans of at most `chunk_size` words inside `region` of `text`, split and merged as
+    ``chunk_document`` does (used for the child chunks inside a parent chunk)."""
+    return _merge(text, _split(text, region, chunk_size, level=0), chunk_size, overlap)
+
+
 def chunk_corpus(documents: Iterable[Document], chunk_size: int, overlap: int, per_page: bool = False) -> list[Chunk]:
     return [
         chunk

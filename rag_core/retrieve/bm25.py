@@ -20,8 +20,9 @@ when the term is in fewer than half the documents); with several terms their idf
 terms differently, so rankings can differ. Only the bm25s scores are comparable with Lucene/Pyserini.
 A query term repeated in the query counts once per occurrence, in both backends.
 
-A filter masks the scores before the top k is taken.
-Left out: BM25F fields, query expansion, incremental updates (``index`` rebuilds from scratch).
+A filter (``allowed``) masks the scores before the top k is taken. Weighted queries
+(``retrieve_weighted``) serve RM3 query expansion (``rag_core.retrieve.rm3``).
+Left out: BM25F fields, incremental updates (``index`` rebuilds from scratch).
 A saved ``rank_bm25`` index is a pickle: load only directories you wrote yourself.
 """
 
@@ -33,7 +34,7 @@ import pickle
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -77,6 +78,10 @@ class _BM25sBackend:
         token_ids = self.model.get_tokens_ids(query_tokens)  # unknown tokens left out
         return self.model.get_scores_from_ids(token_ids) if token_ids else None
 
+    def term_scores(self, token: str) -> np.ndarray | None:
+        token_ids = self.model.get_tokens_ids([token])
+        return self.model.get_scores_from_ids(token_ids) if token_ids else None
+
     def save(self, directory: Path) -> None:
         self.model.save(directory / self.subdir, show_progress=False)
 
@@ -104,6 +109,9 @@ class _RankBM25Backend:
     def scores(self, query_tokens: list[str]) -> np.ndarray | None:
         known = [token for token in query_tokens if token in self.model.idf]
         return self.model.get_scores(known) if known else None
+
+    def term_scores(self, token: str) -> np.ndarray | None:
+        return self.model.get_scores([token]) if token in self.model.idf else None
 
     def save(self, directory: Path) -> None:
         with open(directory / self.file, "wb") as handle:
@@ -169,6 +177,23 @@ class BM25Index:
         if allowed is not None:
             scores = np.where(allowed, scores, 0.0)
         return [ScoredId(self.ids[position], float(scores[position])) for position in _top_positive(scores, k)]
+
+    def retrieve_weighted(self, token_weights: Mapping[str, float], k: int,
+                          allowed: np.ndarray | None = None) -> list[ScoredId]:
+        """Like ``retrieve``, for a query given as weighted tokens (already tokenized, e.g. by RM3):
+        ``score(d) = sum_t weight(t) * bm25(t, d)``."""
+        if self._backend is None:
+            raise RuntimeError("the BM25 index is empty: call index() or BM25Index.load() first")
+        total: np.ndarray | None = None
+        for token, weight in token_weights.items():
+            scores = self._backend.term_scores(token)
+            if scores is not None:
+                total = weight * scores if total is None else total + weight * scores
+        if total is None or k <= 0:
+            return []
+        if allowed is not None:
+            total = np.where(allowed, total, 0.0)
+        return [ScoredId(self.ids[position], float(total[position])) for position in _top_positive(total, k)]
 
     def save(self, directory: str | Path) -> None:
         if self._backend is None:

@@ -5,7 +5,10 @@ and individual Rank Learning Methods", SIGIR 2009): ``score(d) = sum_i 1 / (k + 
 from 1, ``k = 60`` by default. It uses ranks only, so retrievers whose scores live on different
 scales (cosine similarity, BM25) need no normalisation.
 
-Left out: score-based fusion (CombSUM, CombMNZ, min-max normalisation) and per-list weights.
+With ``weights``, list i contributes ``w_i / (k + rank_i(d))`` (weighted RRF). Score-based methods
+(CombSUM, CombMNZ, weighted sum after min-max or z-score normalisation, ...) are ranx's:
+``rag_core.retrieve.fusion_ranx``, imported only when one is configured (ranx starts numba: seconds).
+Left out: anything ranx already implements.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any, Callable, Sequence
 from rag_core.records import ScoredId
 
 
-def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[str]], k: int = 60) -> list[ScoredId]:
+def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[str]], k: int = 60,
+                           weights: Sequence[float] | None = None) -> list[ScoredId]:
     """RRF over any number of ranked id lists (best first), fused best first.
 
     An id missing from a list gets nothing from it; an id repeated within a list counts at its
@@ -25,14 +29,17 @@ def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[str]], k: int = 60) -
     """
     if k < 0:
         raise ValueError(f"RRF k must be >= 0, got {k}")
-    contributions: dict[str, list[float]] = {}  # id -> 1/(k + rank) per list; insertion order = first appearance
-    for ranked in ranked_lists:
+    if weights is not None and len(weights) != len(ranked_lists):
+        raise ValueError(f"RRF got {len(weights)} weights for {len(ranked_lists)} lists")
+    contributions: dict[str, list[float]] = {}  # id -> w/(k + rank) per list; insertion order = first appearance
+    for position, ranked in enumerate(ranked_lists):
+        weight = 1.0 if weights is None else float(weights[position])
         seen: set[str] = set()
         for rank, item_id in enumerate(ranked, start=1):
             if item_id in seen:
                 continue
             seen.add(item_id)
-            contributions.setdefault(item_id, []).append(1.0 / (k + rank))
+            contributions.setdefault(item_id, []).append(weight / (k + rank))
     fused = [ScoredId(item_id, math.fsum(parts)) for item_id, parts in contributions.items()]
     fused.sort(key=lambda hit: -hit.score)  # stable: ties stay in first-appearance order
     return fused

@@ -51,6 +51,7 @@ from rag_core.retrieve.vectorstore import VectorStore
 @dataclass
 class BuildStats:
     chunks: int = 0
+    children: int = 0  # child chunks searched (parent-child retrieval, child_size > 0)
     chunk_seconds: float = 0.0
     chunkings_built: int = 0  # 1 when this call chunked the corpus, 0 when chunks were reused
     embedded: int = 0  # chunks embedded by the model (cache misses)
@@ -111,10 +112,33 @@ class Index:
             self._chunks = self._load_or_build_chunks()
             self.stats.chunks = len(self._chunks)
             self._chunk_by_id = {chunk.id: chunk for chunk in self._chunks}
+            self._children, self._parent_of = self._child_chunks(self._chunks)
+            self._chunk_by_id.update((child.id, child) for child in self._children)
+            self.stats.children = len(self._children)
         return self._chunks
+
+    def _child_chunks(self, parents: list[Chunk]) -> tuple[list[Chunk], dict[str, str]]:
+        """Children of `parents` (parent-child retrieval, ``child_size`` > 0), and child id -> parent id."""
+        if not self.config.child_size:
+            return [], {}
+        from rag_core.retrieve.parent_child import child_chunks
+
+        return child_chunks(parents, self.corpus.by_id, self.config.child_size)
+
+    @property
+    def parent_of(self) -> dict[str, str]:
+        """Child id -> parent chunk id (empty without ``child_size``)."""
+        self.chunks
+        return self._parent_of
+
+    @property
+    def search_chunks(self) -> list[Chunk]:
+        """What the retrievers index and search: the chunks, or their children with ``child_size``."""
+        return self._children if self.chunks and self.config.child_size else self.chunks
 
     @property
     def chunk_by_id(self) -> dict[str, Chunk]:
+        """Chunks (and children, with ``child_size``) by id."""
         self.chunks
         return self._chunk_by_id
 
@@ -137,7 +161,7 @@ class Index:
     def ensure_dense(self) -> None:
         if self._collection is not None:
             return
-        chunks = self.chunks
+        chunks = self.search_chunks
         if self.vector_store is None:  # before loading the model: a server that is down fails at once
             self.vector_store = open_vector_store(self.config.vector_store, self.store_dir,
                                                   self.config.vector_store_timeout_s)
@@ -181,18 +205,22 @@ class Index:
         self.stats.max_seq_length = manifest["max_seq_length"]
         self._collection = collection
 
-    def dense_search(self, query: str, depth: int, doc_ids: Sequence[str] | None = None) -> tuple[list[ScoredId], float]:
-        """Hits (only from `doc_ids` when given) and the query-embedding time in ms."""
+    def dense_search(self, query: str, depth: int, doc_ids: Sequence[str] | None = None,
+                     vector=None) -> tuple[list[ScoredId], float]:
+        """Hits (only from `doc_ids` when given) and the query-embedding time in ms (0 when `vector`,
+        the query's embedding, is given)."""
         self.ensure_dense()
         started = time.perf_counter()
-        vector = self.embedder.embed_query(query)
+        if vector is None:
+            vector = self.embedder.embed_query(query)
         embed_ms = (time.perf_counter() - started) * 1000
         where = {"doc_id": list(doc_ids)} if doc_ids is not None else None
         return self.vector_store.search(self._collection, vector, depth, where=where), embed_ms
 
     def indexed_texts(self) -> list[str]:
-        """What each chunk is embedded and BM25-indexed with (``chunk_context``)."""
-        return indexed_texts(self.chunks, self.corpus, self.config.chunk_context)
+        """What each searched chunk (a child with ``child_size``) is embedded and BM25-indexed with
+        (``chunk_context``)."""
+        return indexed_texts(self.search_chunks, self.corpus, self.config.chunk_context)
 
     def _document_metadata(self, doc_id: str) -> dict[str, str]:
         """A document's metadata for the vector store (``doc_id`` and chunk fields are set after)."""
@@ -210,7 +238,7 @@ class Index:
             else:
                 started = time.perf_counter()
                 index = BM25Index(backend=cfg.bm25_backend, tokenizer=cfg.tokenizer, k1=cfg.bm25_k1, b=cfg.bm25_b)
-                index.index([chunk.id for chunk in self.chunks], self.indexed_texts())
+                index.index([chunk.id for chunk in self.search_chunks], self.indexed_texts())
                 temp = Path(tempfile.mkdtemp(dir=self.dir, prefix=".tmp-bm25-"))
                 temp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would keep a team out of a shared store
                 index.save(temp)
@@ -224,15 +252,16 @@ class Index:
                 self._bm25 = index
         return self._bm25
 
+    def bm25_mask(self, doc_ids: Sequence[str] | None) -> np.ndarray | None:
+        """Which BM25 entries belong to `doc_ids` (None: no restriction)."""
+        if doc_ids is None:
+            return None
+        allowed, ids, chunk_by_id = set(doc_ids), self.ensure_bm25().ids, self.chunk_by_id
+        return np.fromiter((chunk_by_id[item].doc_id in allowed for item in ids), dtype=bool, count=len(ids))
+
     def bm25_search(self, query: str, depth: int, doc_ids: Sequence[str] | None = None) -> list[ScoredId]:
         """The best `depth` chunks; with `doc_ids`, only chunks of those documents are scored and ranked."""
-        index = self.ensure_bm25()
-        if doc_ids is None:
-            return index.retrieve(query, depth)
-        allowed = set(doc_ids)
-        chunk_by_id = self.chunk_by_id
-        mask = np.fromiter((chunk_by_id[item].doc_id in allowed for item in index.ids), dtype=bool, count=len(index.ids))
-        return index.retrieve(query, depth, allowed=mask)
+        return self.ensure_bm25().retrieve(query, depth, allowed=self.bm25_mask(doc_ids))
 
     def build(self) -> BuildStats:
         """Build everything the configured mode needs (and the re-ranker's model, if any)."""

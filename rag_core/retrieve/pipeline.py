@@ -16,10 +16,17 @@ when they were computed, so latency does not depend on the order points ran in.
 
 When the configured cross-encoder cannot be loaded, re-ranking is off for this pipeline: announced
 once per process on stderr and recorded in ``models_used()`` as ``none (unavailable: <cause>)``.
-A metadata filter (``where``, ``rag_core.retrieve.filters``) and document routing (``route_docs``,
-``rag_core.retrieve.routing``) both narrow the documents both retrievers rank, before ranking; both
-are part of the candidates key, and the routed documents are kept for ``query --explain``.
-Left out: query rewriting.
+Query expansion (``query_expansion``): ``rm3`` re-queries BM25 with feedback terms
+(``rag_core.retrieve.rm3``); ``multi_query`` retrieves the query and each LLM rephrasing and fuses
+each stage's lists across them with RRF; ``hyde`` searches the mean of the query's embedding and the
+LLM's hypothetical passage's (``rag_core.retrieve.expansion``). Fusion of the dense and BM25 lists is
+``fusion`` (RRF here, other methods through ranx). With ``child_size``, the retrievers search child
+chunks; each list is collapsed to parent chunks (best child's rank) and the fused child list is kept
+for child-level metrics. A metadata filter (``where``, ``rag_core.retrieve.filters``) and document
+routing (``route_docs``, ``rag_core.retrieve.routing``) both narrow the documents both retrievers
+rank, before ranking; the routed documents are kept for ``query --explain``. The expansion, fusion,
+child, context, routing and filter settings are all part of the candidates key.
+Left out: query rewriting beyond expansion.
 """
 
 from __future__ import annotations
@@ -37,7 +44,7 @@ from rag_core.ingest.corpus import Corpus
 from rag_core.retrieve.filters import describe, matching_documents, normalise
 from rag_core.retrieve.fusion import reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
-from rag_core.records import Hit, ScoredId, StageScore
+from rag_core.records import Chunk, Hit, ScoredId, StageScore
 from rag_core.retrieve.rerank import Reranker
 
 STAGES = ("dense", "bm25", "fused", "rerank")
@@ -47,7 +54,8 @@ MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB 
 @dataclass(frozen=True)
 class Candidates:
     ranked: dict[str, list[ScoredId]]  # "dense" | "bm25" | "fused" -> best first
-    latency_ms: dict[str, float]  # embed_query | vector_search | bm25 | fusion, as measured when computed
+    latency_ms: dict[str, float]  # expansion | embed_query | vector_search | bm25 | fusion, as measured when computed
+    expansion: dict[str, Any] = field(default_factory=dict)  # what query expansion added (terms, queries, tokens)
     routed: list[ScoredId] = field(default_factory=list)  # documents routing chose, best first (route_docs)
 
 
@@ -64,6 +72,8 @@ class Retrieval:
     latency_ms: dict[str, float]  # embed_query | vector_search | bm25 | fusion | rerank
     ranking: list[Hit] = field(default_factory=list)  # the whole final order (hits is its head)
     work: dict[str, int] = field(default_factory=dict)  # candidates_reused, rerank_pairs_scored, rerank_cache_hits
+    expansion: dict[str, Any] = field(default_factory=dict)  # query expansion's additions and LLM tokens
+    child_ranking: list[Chunk] = field(default_factory=list)  # child_size > 0: the fused child chunks, best first
     routed: list[ScoredId] = field(default_factory=list)  # documents routing chose (route_docs), best first
     filter: str = ""  # the metadata filter applied, as text ("" = none)
 
@@ -76,6 +86,7 @@ class Pipeline:
         self.index = index or Index(Path(store_dir), corpus, config, progress=progress)
         self.corpus = self.index.corpus  # with this configuration's extraction and metadata
         self._reranker = reranker
+        self._expander = None  # the LLM expander, made on first use (needs an API key)
         self.rerank_unavailable: str | None = None  # why the configured cross-encoder could not be loaded
 
     @functools.cached_property
@@ -137,13 +148,38 @@ class Pipeline:
         cfg = self.config
         dense = self.index.embedder.name_used if cfg.mode in ("dense", "hybrid") else None
         bm25 = self.index.bm25_key if cfg.mode in ("bm25", "hybrid") else None
-        return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, query,
-                self.index.context_key, cfg.route_docs)
+        fusion = (cfg.fusion, cfg.fusion_norm, cfg.fusion_weights) if cfg.mode == "hybrid" else None
+        return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, fusion,
+                self._expansion_key(), query, self.index.context_key, cfg.route_docs)
+
+    def _expansion_key(self) -> tuple:
+        cfg = self.config
+        if cfg.query_expansion == "rm3":
+            return ("rm3", cfg.rm3_docs, cfg.rm3_terms, cfg.rm3_weight)
+        if cfg.query_expansion == "multi_query":
+            return ("multi_query", cfg.multi_query_n, cfg.llm_provider, cfg.llm_model)
+        if cfg.query_expansion == "hyde":
+            return ("hyde", cfg.llm_provider, cfg.llm_model)
+        return ("none",)
+
+    @property
+    def expander(self):
+        """The LLM query expander (``MissingAPIKey`` without a key), for multi_query and hyde."""
+        if self._expander is None:
+            from rag_core.generate.llm import MissingAPIKey
+            from rag_core.retrieve.expansion import LLMExpander
+
+            try:
+                self._expander = LLMExpander(self.config)
+            except MissingAPIKey as exc:
+                raise MissingAPIKey(f"query_expansion {self.config.query_expansion} needs an LLM: {exc} "
+                                    "(or use query_expansion none or rm3, which work offline)") from None
+        return self._expander
 
     def _retrieve_candidates(self, query: str, where: Mapping[str, Any] | None = None) -> Candidates:
         cfg = self.config
         latency: dict[str, float] = {}
-        ranked: dict[str, list[ScoredId]] = {}
+        expansion: dict[str, Any] = {}
         doc_ids = matching_documents(self.corpus, where)  # None: every document
         routed: list[ScoredId] = []
         if cfg.route_docs:
@@ -152,23 +188,89 @@ class Pipeline:
             routed = router.route(query, cfg.route_docs, doc_ids)
             doc_ids = [item.id for item in routed]
             latency["route"] = (time.perf_counter() - started) * 1000
+        texts, hyde = [query], None
+        if cfg.query_expansion in ("multi_query", "hyde"):
+            expanded = self.expander.expand(query)
+            latency["expansion"] = expanded.latency_ms
+            expansion = expanded.as_info()
+            texts += list(expanded.queries)
+            hyde = expanded.passage
+        searches = [self._search(text, hyde, latency, expansion, doc_ids) for text in texts]
+        ranked = searches[0] if len(searches) == 1 else {
+            stage: reciprocal_rank_fusion([[hit.id for hit in found[stage]] for found in searches], k=cfg.rrf_k)
+            for stage in searches[0]
+        }
+        if cfg.child_size:
+            from rag_core.retrieve.parent_child import collapse_to_parents
+
+            parent_of = self.index.parent_of
+            ranked = {"child": ranked["fused"], **{
+                stage: collapse_to_parents(found, parent_of, None if stage == "fused" and cfg.mode == "hybrid"
+                                           else cfg.retrieve_depth)
+                for stage, found in ranked.items()}}
+        return Candidates(ranked, latency, expansion, routed)
+
+    def _search(self, query: str, hyde: str | None, latency: dict[str, float], expansion: dict[str, Any],
+                doc_ids: Sequence[str] | None) -> dict[str, list[ScoredId]]:
+        """One query text through the retrievers (only `doc_ids`' chunks when given) and fusion;
+        latencies add up into `latency`."""
+        cfg = self.config
+        depth = cfg.retrieve_depth
+        if cfg.child_size:  # enough children to fill retrieve_depth parents
+            depth *= max(1, -(-cfg.chunk_size // cfg.child_size))
+        ranked: dict[str, list[ScoredId]] = {}
+
+        def add(stage: str, started: float) -> None:
+            latency[stage] = latency.get(stage, 0.0) + (time.perf_counter() - started) * 1000
+
         if cfg.mode in ("dense", "hybrid"):
             self.index.ensure_dense()
             started = time.perf_counter()
-            ranked["dense"], latency["embed_query"] = self.index.dense_search(query, cfg.retrieve_depth, doc_ids)
-            latency["vector_search"] = (time.perf_counter() - started) * 1000 - latency["embed_query"]
+            vector, embed_ms = None, 0.0
+            if hyde:  # HyDE: the query's and the hypothetical passage's embeddings, averaged
+                vector = self._hyde_vector(query, hyde)
+                embed_ms = (time.perf_counter() - started) * 1000
+            ranked["dense"], query_ms = self.index.dense_search(query, depth, doc_ids, vector=vector)
+            embed_ms += query_ms
+            latency["embed_query"] = latency.get("embed_query", 0.0) + embed_ms
+            latency["vector_search"] = latency.get("vector_search", 0.0) + (time.perf_counter() - started) * 1000 - embed_ms
         if cfg.mode in ("bm25", "hybrid"):
-            self.index.ensure_bm25()
+            bm25 = self.index.ensure_bm25()
             started = time.perf_counter()
-            ranked["bm25"] = self.index.bm25_search(query, cfg.retrieve_depth, doc_ids)
-            latency["bm25"] = (time.perf_counter() - started) * 1000
+            if cfg.query_expansion == "rm3":
+                from rag_core.retrieve.rm3 import rm3_search
+
+                chunk_by_id = self.index.chunk_by_id
+                result = rm3_search(bm25, lambda chunk_id: chunk_by_id[chunk_id].text, query, depth, cfg.rm3_docs,
+                                    cfg.rm3_terms, cfg.rm3_weight, self.index.bm25_mask(doc_ids))
+                ranked["bm25"] = result.hits
+                expansion.update(method="rm3", terms=result.weights)
+            else:
+                ranked["bm25"] = self.index.bm25_search(query, depth, doc_ids)
+            add("bm25", started)
         if cfg.mode == "hybrid":
             started = time.perf_counter()
-            ranked["fused"] = reciprocal_rank_fusion([[hit.id for hit in ranked["dense"]], [hit.id for hit in ranked["bm25"]]], k=cfg.rrf_k)
-            latency["fusion"] = (time.perf_counter() - started) * 1000
+            ranked["fused"] = self._fuse(ranked["dense"], ranked["bm25"])
+            add("fusion", started)
         else:
             ranked["fused"] = ranked["dense" if cfg.mode == "dense" else "bm25"]
-        return Candidates(ranked, latency, routed)
+        return ranked
+
+    def _hyde_vector(self, query: str, passage: str):
+        import numpy as np
+
+        passage_vectors, _ = self.index.embedder.embed_documents([passage])
+        mean = self.index.embedder.embed_query(query) + passage_vectors[0]
+        return (mean / np.linalg.norm(mean)).astype(np.float32)
+
+    def _fuse(self, dense: list[ScoredId], bm25: list[ScoredId]) -> list[ScoredId]:
+        cfg = self.config
+        if cfg.fusion == "rrf":
+            return reciprocal_rank_fusion([[hit.id for hit in dense], [hit.id for hit in bm25]], k=cfg.rrf_k,
+                                          weights=cfg.fusion_weights or None)
+        from rag_core.retrieve.fusion_ranx import ranx_fusion  # ranx starts numba: only when asked for
+
+        return ranx_fusion([dense, bm25], cfg.fusion, cfg.fusion_norm, cfg.fusion_weights)
 
     def retrieve(self, query: str, where: Mapping[str, Any] | None = None) -> Retrieval:
         """Rank passages for `query`; `where` keeps only the documents whose metadata match."""
@@ -193,7 +295,9 @@ class Pipeline:
             final = ranked["rerank"] + final[cfg.rerank_depth:]
         stages = self._hits_by_stage(ranked)
         ranking = self._hits(final, stages)
-        return Retrieval(query, ranking[: cfg.k], stages, latency, ranking, work, found.routed, describe(where) if where else "")
+        children = [self.index.chunk_by_id[item.id] for item in ranked.get("child", ())]
+        return Retrieval(query, ranking[: cfg.k], stages, latency, ranking, work, dict(found.expansion), children,
+                         found.routed, describe(where) if where else "")
 
     def _hits_by_stage(self, ranked: dict[str, Sequence[ScoredId]]) -> dict[str, list[Hit]]:
         # chunk id -> stage -> (rank, score), over every stage the chunk appeared in

@@ -4,6 +4,7 @@ truncates), and how one query is ranked at every stage, with every score side by
 ``route_docs``, which documents routing chose (``routing_table``); with ``chunk_context``, the text a
 chunk is indexed with (``indexed_text``).
 
+``expansion_table`` and ``child_table`` show what query expansion and parent-child retrieval did.
 Everything here reads; the pipeline builds its indexes in the store as usual. Evaluating many
 queries is ``rag_core.evaluate.evaluation``; comparing runs is ``rag_core.workbench.compare``.
 """
@@ -150,6 +151,40 @@ def stage_table(retrieval: Retrieval, text_chars: int = 80) -> "pd.DataFrame":
     return table.sort_values(order, na_position="last").reset_index(drop=True)
 
 
+def expansion_table(retrieval: Retrieval) -> "pd.DataFrame":
+    """What query expansion added to the query: RM3's weighted terms, multi_query's rephrasings or
+    HyDE's passage, one row each (empty without expansion)."""
+    import pandas as pd
+
+    expansion = retrieval.expansion
+    if expansion.get("method") == "rm3":
+        rows = [{"rm3 term": term, "weight": weight} for term, weight in expansion.get("terms", {}).items()]
+    elif expansion.get("method") == "multi_query":
+        rows = [{"rephrasing": text} for text in [retrieval.query, *expansion["queries"]]]
+    elif expansion.get("method") == "hyde":
+        rows = [{"hypothetical passage": expansion.get("passage")}]
+    else:
+        rows = []
+    return pd.DataFrame(rows)
+
+
+def child_table(retrieval: Retrieval, text_chars: int = 60) -> "pd.DataFrame":
+    """Parent-child retrieval: the ranked child chunks and the parent each one belongs to (empty
+    when ``child_size`` is 0). Parents are the passages in ``stage_table``."""
+    import pandas as pd
+
+    parent_rank = {}
+    for rank, hit in enumerate(retrieval.ranking, start=1):
+        parent_rank.setdefault((hit.chunk.doc_id, hit.chunk.char_start, hit.chunk.char_end), rank)
+    rows = []
+    for rank, child in enumerate(retrieval.child_ranking, start=1):
+        parent = next((r for (doc, start, end), r in parent_rank.items()
+                       if doc == child.doc_id and start <= child.char_start and child.char_end <= end), None)
+        rows.append({"child rank": rank, "source": child.doc_id, "page": child.page_start, "parent rank": parent,
+                     "text": " ".join(child.text.split())[:text_chars]})
+    return pd.DataFrame(rows)
+
+
 def summary(corpus: Corpus, pipeline: Pipeline, counts: Sequence[int], retrieval: Retrieval) -> dict[str, Any]:
     """What the exploration found, as plain values (recorded by the notebook's last cell)."""
     max_len = pipeline.index.embedder.max_seq_length
@@ -162,6 +197,8 @@ def summary(corpus: Corpus, pipeline: Pipeline, counts: Sequence[int], retrieval
                    "scores": {stage: score.score for stage, score in hit.stages.items()}} for hit in retrieval.hits],
         "latency_ms": retrieval.latency_ms,
         "routed": [item.id for item in retrieval.routed], "filter": retrieval.filter,
+        "expansion": retrieval.expansion,
+        "children_ranked": len(retrieval.child_ranking),
     }
 
 
