@@ -92,3 +92,16 @@ def test_rm3_settings_are_checked():
         RagConfig(mode="dense", query_expansion="rm3")
     with pytest.raises(ConfigError, match="query_expansion must be one of"):
         RagConfig(query_expansion="magic")
+
+
+def test_rm3_under_a_filter_takes_feedback_and_results_from_the_allowed_documents_only(tmp_path):
+    corpus = Corpus.of([Document.from_pages(f"{name}.txt", [text], name) for name, text in TEXTS.items()])
+    config = RagConfig(mode="bm25", rerank_depth=0, tokenizer="whitespace", chunk_size=50, overlap=0,
+                       query_expansion="rm3", rm3_docs=2, rm3_terms=3)
+    result = Pipeline(config, corpus, tmp_path).retrieve("cat", where={"doc_id": ["d1.txt", "d3.txt", "d4.txt"]})
+    # d2, the best "cat" document, is filtered out before feedback: d1 is the only feedback document,
+    # so P(w|R) is d1's term distribution (cat 1/4, dog 2/4, fish 1/4) and the weights follow by hand:
+    # cat 1/2 + 1/2 * 1/4 = 5/8, dog 1/2 * 2/4 = 1/4, fish 1/2 * 1/4 = 1/8.
+    assert result.expansion["terms"] == pytest.approx({"cat": 5 / 8, "dog": 1 / 4, "fish": 1 / 8})
+    assert [hit.chunk.doc_id for hit in result.ranking] == ["d1.txt", "d3.txt", "d4.txt"]
+    assert result.filter
