@@ -279,3 +279,23 @@ def test_points_invalid_combinations_skipped_and_chunkings_consecutive(tmp_path,
     assert load_sweep(reformatted).hash == spec.hash
     assert load_sweep(path, overrides={"mode": "bm25"}).hash != spec.hash
     assert {point.config.mode for point in load_sweep(path, overrides={"mode": "bm25"}).points()[0]} == {"bm25"}
+
+
+def test_listed_points_are_crossed_with_the_grid_and_checked(tmp_path, tiny_corpus):  # noqa: F811
+    data = {"name": "listed", "input": str(tiny_corpus.documents), "golden": str(tiny_corpus.golden)}
+    path = _write_sweep(tmp_path, **data, base={"rerank_depth": 0}, grid={"k": [3, 5]},
+                        points=[{"mode": "bm25"}, {"mode": "hybrid", "route_docs": 1}])
+    spec = load_sweep(path)
+    points, skipped = spec.points()
+    assert not skipped
+    assert sorted((p.config.mode, p.config.route_docs, p.config.k) for p in points) == [
+        ("bm25", 0, 3), ("bm25", 0, 5), ("hybrid", 1, 3), ("hybrid", 1, 5)]
+    assert spec.axes == ["k", "mode", "route_docs"]
+    assert {p.config.rerank_depth for p in points} == {0}
+    only_listed = load_sweep(_write_sweep(tmp_path, **data, points=[{"mode": "bm25"}, {"chunk_size": 128}]))
+    assert [p.changes for p in sorted(only_listed.points()[0], key=lambda p: p.number)] == [
+        {"mode": "bm25"}, {"chunk_size": 128}]
+    with pytest.raises(ConfigError, match=r"'route_doc'.*points\[2\]"):
+        load_sweep(_write_sweep(tmp_path, **data, points=[{"mode": "bm25"}, {"route_doc": 1}]))
+    with pytest.raises(ConfigError, match="'points' must be a list"):
+        load_sweep(_write_sweep(tmp_path, **data, points={"mode": "bm25"}))

@@ -95,7 +95,7 @@ def extra_default_point(spec: SweepSpec, points: list[SweepPoint]) -> SweepPoint
     default = default_config(spec)
     if spec.holdout is None or default is None or any(p.config.as_params() == default.as_params() for p in points):
         return None
-    return SweepPoint(0, {key: getattr(default, key) for key in spec.grid}, default)
+    return SweepPoint(0, {key: getattr(default, key) for key in spec.axes}, default)
 
 
 def holdout_report(runs: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"], split: HoldoutSplit, metric: str,

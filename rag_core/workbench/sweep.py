@@ -32,6 +32,7 @@ Left out: reading the sweep file (``sweep_file``), one point's execution (``poin
 from __future__ import annotations
 
 import itertools
+import json
 import tempfile
 import threading
 import time
@@ -280,6 +281,7 @@ def _parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: Eval
     run_id = tracker.start_run(experiment, spec.name, tags=tags)
     params = {**{f"base.{key}": value for key, value in spec.base.items()},
               **{f"grid.{key}": [str(v) for v in values] for key, values in spec.grid.items()},
+              **({"listed_points": json.dumps(spec.listed, default=str)} if spec.listed else {}),
               "sweep_file": str(spec.path), "primary_metric": spec.primary_metric, "points": n_points,
               **{key: value for key, value in spec.data_identity().items() if value is not None},
               **({"holdout": spec.holdout, "holdout_seed": spec.holdout_seed} if spec.holdout is not None else {})}

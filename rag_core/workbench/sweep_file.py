@@ -10,10 +10,15 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
     primary_metric: page/ndcg@10          # optional: ranks the comparison table (best first)
     base: {mode: hybrid}                  # settings of every point
     grid: {chunk_size: [256, 512], k: [5, 10]}   # the cartesian product is run
+    points:                               # optional: listed points (each crossed with the grid, if any)
+      - {mode: bm25}
+      - {mode: hybrid, route_docs: 1}
     holdout: 0.3                          # optional: hold out 30% of the queries (rag_core.workbench.holdout)
     holdout_seed: 7                       # optional (0): which queries are held out
 
-Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, setting flags, grid values.
+Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, setting flags, a listed
+point's settings, grid values. ``points`` measures techniques alone and combined without running
+their whole cartesian product.
 Unknown keys and settings are errors naming the key; a point whose combination is invalid
 (``overlap >= chunk_size``) is skipped with a message. Points are ordered so that those sharing a
 chunking run one after another (their index and retrieval candidates are shared).
@@ -36,7 +41,7 @@ from rag_core.evaluate.relevance import LEVELS
 from rag_core.workbench.holdout import check_holdout
 
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
-              "primary_metric", "base", "grid",
+              "primary_metric", "base", "grid", "points",
               "holdout", "holdout_seed")
 DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # page level: comparable across chunk sizes; nDCG: rewards order
 
@@ -96,13 +101,21 @@ class SweepSpec:
     grid: dict[str, tuple]  # setting -> values, in file order
     holdout: float | None = None  # share of the queries held out (the winner is chosen on the others)
     holdout_seed: int = 0
+    listed: tuple[dict[str, Any], ...] = ()  # the file's ``points``: settings of each listed point
+
+    @property
+    def axes(self) -> list[str]:
+        """The settings that vary between points: the grid's, then those of the listed points."""
+        listed = [key for point in self.listed for key in point if key not in self.grid]
+        return list(self.grid) + list(dict.fromkeys(listed))
 
     @functools.cached_property
     def _points(self) -> tuple[list[SweepPoint], list[str]]:
         points, skipped = [], []
         keys = list(self.grid)
-        for number, values in enumerate(itertools.product(*self.grid.values()), start=1):
-            changes = dict(zip(keys, values))
+        combinations = itertools.product(self.listed or ({},), itertools.product(*self.grid.values()))
+        for number, (listed, values) in enumerate(combinations, start=1):
+            changes = {**listed, **dict(zip(keys, values))}
             try:
                 config = load_config(None, {**self.base, **changes})
             except ConfigError as exc:
@@ -144,10 +157,15 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     unknown = [key for key in data if key not in SWEEP_KEYS]
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} in {path}; sweep files take {', '.join(SWEEP_KEYS)}")
-    for section in ("base", "grid"):
-        if not isinstance(data.get(section) or {}, dict):
+    listed = data.get("points") or []
+    if not isinstance(listed, list):
+        raise ConfigError(f"{path}: 'points' must be a list of mappings of setting: value")
+    sections = [("base", data.get("base")), ("grid", data.get("grid"))]
+    sections += [(f"points[{number}]", point) for number, point in enumerate(listed, start=1)]
+    for section, values in sections:
+        if not isinstance(values or {}, dict):
             raise ConfigError(f"{path}: {section!r} must be a mapping of setting: value")
-        unknown = [key for key in data.get(section) or {} if key not in setting_names()]
+        unknown = [key for key in values or {} if key not in setting_names()]
         if unknown:
             raise ConfigError(f"unknown setting {unknown[0]!r} in {path} {section}; "
                               f"valid settings: {', '.join(sorted(setting_names()))}")
@@ -177,7 +195,7 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
         golden=resolve(data.get("golden")), beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
         max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
         primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,
-        holdout=holdout, holdout_seed=holdout_seed,
+        holdout=holdout, holdout_seed=holdout_seed, listed=tuple(dict(point or {}) for point in listed),
     )
     points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
     quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(points[0].config.metrics_k)}

@@ -98,7 +98,7 @@ def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSp
             for name, value in values.items():
                 runs.loc[runs["run_id"] == run_id, name] = value
         holdout = SweepHoldout(plan.split, *_default_run(plan, outcomes))
-    table, report = compare_sweep(runs, per_query, spec.primary_metric, list(spec.grid), metrics, holdout)
+    table, report = compare_sweep(runs, per_query, spec.primary_metric, spec.axes, metrics, holdout)
     if report is not None:
         tracker.log(parent_id, metrics=report.metrics(), tags=report.tags())
     return table, report
