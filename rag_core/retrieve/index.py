@@ -79,7 +79,8 @@ class Index:
         self._chunks: list[Chunk] | None = None
         cfg = self.config
         if self.embedder is None:  # loads nothing until it embeds
-            self.embedder = Embedder(cfg.embed_model, cfg.embed_batch_size, self.cache, cfg.model_fallback, self.progress)
+            self.embedder = Embedder(cfg.embed_model, cfg.embed_batch_size, self.cache, cfg.model_fallback, self.progress,
+                                     backend=cfg.embed_backend, export_dir=self.store_dir / "onnx")
         self.bm25_key = _key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b)
         self._collection: str | None = None
         self._bm25: BM25Index | None = None
@@ -118,7 +119,7 @@ class Index:
         if self._collection is not None:
             return
         chunks = self.chunks
-        model = self.embedder.name_used
+        model = self.embedder.cache_name  # the model's name, plus the backend when not plain torch
         manifest_path = self.dir / f"dense-{_key(model)}.json"
         collection = f"dense-{_key(self.chunking_key, model)}"
         if self.vector_store is None:

@@ -92,6 +92,7 @@ class Pipeline:
         used = {}
         if self.config.mode in ("dense", "hybrid"):
             used["embed_model_used"] = self.index.embedder.name_used
+            used["embed_backend_used"] = self.index.embedder.backend_used
         if self.config.rerank_depth > 0:
             reranker = self.reranker
             used["rerank_model_used"] = reranker.name_used if reranker else f"none (unavailable: {self.rerank_unavailable})"

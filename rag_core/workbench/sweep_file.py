@@ -57,7 +57,7 @@ class SweepPoint:
     def build_key(self) -> tuple:
         """What the store builds for this point: chunking, dense model, BM25 settings."""
         cfg = self.config
-        dense = cfg.embed_model if cfg.mode in ("dense", "hybrid") else None
+        dense = (cfg.embed_model, cfg.embed_backend) if cfg.mode in ("dense", "hybrid") else None
         bm25 = (cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b) if cfg.mode in ("bm25", "hybrid") else None
         return (cfg.chunk_size, cfg.overlap, cfg.per_page, dense, bm25)
 
