@@ -120,7 +120,7 @@ class Pipeline:
 
     def _candidates_key(self, query: str) -> tuple:
         cfg = self.config
-        dense = self.index.embedder.name_used if cfg.mode in ("dense", "hybrid") else None
+        dense = self.index.embedder.cache_name if cfg.mode in ("dense", "hybrid") else None
         bm25 = self.index.bm25_key if cfg.mode in ("bm25", "hybrid") else None
         return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, query)
 
