@@ -36,6 +36,7 @@ FUSIONS = ("rrf", "sum", "mnz", "max", "min", "med", "anz", "gmnz", "isr", "log_
            "bordafuse", "condorcet", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")
 WEIGHTED_FUSIONS = ("rrf", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")  # take fusion_weights
 FUSION_NORMS = ("min-max", "max", "sum", "zmuv", "rank", "borda", "none")
+EMBED_BACKENDS = ("torch", "onnx", "onnx-int8")
 
 # setting -> environment variable that overrides it
 ENV_OVERRIDES = {
@@ -89,6 +90,7 @@ class RagConfig:
     embed_model: str = DEFAULT_EMBED_MODEL
     rerank_model: str = DEFAULT_RERANK_MODEL
     rerank_backend: str = "torch"  # torch | onnx | onnx-int8 (ONNX Runtime, exported from rerank_model)
+    embed_backend: str = "torch"  # torch | onnx | onnx-int8 (ONNX Runtime, exported from embed_model)
     embed_batch_size: int = 32
     model_fallback: bool = True  # offline: fall back to the packaged MiniLM, announced and recorded
     # vector store (rag_core.retrieve.vector_backends): chroma | chroma+http://HOST:PORT | qdrant:PATH | qdrant+http://HOST:PORT
@@ -138,6 +140,7 @@ class RagConfig:
             (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {', '.join(TOKENIZERS)}"),
             (self.bm25_backend in BM25_BACKENDS, f"bm25_backend must be one of {', '.join(BM25_BACKENDS)}"),
             (self.rerank_backend in RERANK_BACKENDS, f"rerank_backend must be one of {', '.join(RERANK_BACKENDS)}"),
+            (self.embed_backend in EMBED_BACKENDS, f"embed_backend must be one of {', '.join(EMBED_BACKENDS)}"),
             (self.bm25_k1 >= 0, "bm25_k1 must be >= 0"),
             (0 <= self.bm25_b <= 1, "bm25_b must be between 0 and 1"),
             (self.embed_batch_size > 0, "embed_batch_size must be > 0"),
@@ -224,6 +227,7 @@ SETTING_HELP = {
     "embed_model": "embedding model, hub name or local directory (env RAG_EMBED_MODEL)",
     "rerank_model": "cross-encoder, hub name or local directory (env RAG_RERANK_MODEL)",
     "rerank_backend": "cross-encoder runtime: torch | onnx | onnx-int8 (ONNX Runtime, exported once into the store)",
+    "embed_backend": "embedding runtime: torch | onnx | onnx-int8 (ONNX Runtime, exported once into the store)",
     "embed_batch_size": "texts per embedding batch",
     "model_fallback": "offline: fall back to the packaged MiniLM (announced, recorded)",
     "vector_store": "where dense vectors live: chroma (embedded) | chroma+http://HOST:PORT | qdrant:PATH | "

