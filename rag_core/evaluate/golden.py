@@ -99,9 +99,9 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
     return queries
 
 
-def read_jsonl(path: Path) -> Iterator[tuple[int, str, dict]]:
+def read_jsonl(path: Path, error: type[Exception] = GoldenSetError) -> Iterator[tuple[int, str, dict]]:
     """(line number, "file:line", record) for each non-blank line; a line that is not a JSON object
-    raises GoldenSetError naming the file and line."""
+    raises `error` naming the file and line."""
     with path.open(encoding="utf-8-sig") as lines:  # a BOM, as some editors write, is not part of line 1
         for line_number, line in enumerate(lines, start=1):
             if not line.strip():
@@ -110,9 +110,9 @@ def read_jsonl(path: Path) -> Iterator[tuple[int, str, dict]]:
             try:
                 record = json.loads(line)
             except json.JSONDecodeError as exc:
-                raise GoldenSetError(f"{where}: malformed JSON ({exc.msg}, column {exc.colno})") from None
+                raise error(f"{where}: malformed JSON ({exc.msg}, column {exc.colno})") from None
             if not isinstance(record, dict):
-                raise GoldenSetError(f"{where}: expected a JSON object, got {type(record).__name__}")
+                raise error(f"{where}: expected a JSON object, got {type(record).__name__}")
             yield line_number, where, record
 
 

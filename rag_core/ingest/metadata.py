@@ -31,19 +31,13 @@ def read_sidecar(path: Path) -> dict[str, dict[str, str]]:
     """doc_id -> metadata; {} when there is no sidecar."""
     if not path.is_file():
         return {}
+    from rag_core.evaluate.golden import read_jsonl
+
     found: dict[str, dict[str, str]] = {}
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise MetadataError(f"{path}:{number}: not valid JSON ({exc.msg})") from None
-        if not isinstance(record, dict):
-            raise MetadataError(f"{path}:{number}: expected a JSON object")
+    for _, where, record in read_jsonl(path, MetadataError):
         doc_id = record.pop("doc_id", None) or record.pop("id", None)
         if not doc_id:
-            raise MetadataError(f"{path}:{number}: missing 'doc_id' (the document's path below the input folder)")
+            raise MetadataError(f"{where}: missing 'doc_id' (the document's path below the input folder)")
         found[str(doc_id)] = {str(key): as_text(value) for key, value in record.items() if value is not None}
     return found
 
