@@ -160,10 +160,16 @@ def plot_quality_vs_latency(runs: "pd.DataFrame", metric: str, latency: str = "l
     """Each run a dot (quality up, latency right), the Pareto front (no run both faster and better) as a line."""
     ax = ax or _axes()
     ax.scatter(runs[latency], runs[metric])
+    # Each dot names only the settings where its run differs from the most common value: readable on wide grids.
+    usual = {name: runs[name].astype(str).mode().iloc[0] for name in label_with}
     for _, row in runs.iterrows():
         if label_with:
-            ax.annotate(" ".join(f"{name}={row[name]}" for name in label_with), (row[latency], row[metric]),
+            changed = [f"{name}={row[name]}" for name in label_with if str(row[name]) != usual[name]]
+            ax.annotate(" ".join(changed) or "(most common values)", (row[latency], row[metric]),
                         fontsize=7, alpha=0.8, xytext=(3, 3), textcoords="offset points")
+    positive = runs[latency][runs[latency] > 0]
+    if len(positive) and positive.max() > 100 * positive.min():  # latencies spanning orders of magnitude
+        ax.set_xscale("log")
     front, best = [], float("-inf")
     for _, row in runs.sort_values([latency, metric], ascending=[True, False]).iterrows():
         if row[metric] > best:
