@@ -130,7 +130,7 @@ class RagConfig:
             (not self.fusion_weights or self.fusion in WEIGHTED_FUSIONS,
              f"fusion_weights apply to fusion {', '.join(WEIGHTED_FUSIONS)} only, not {self.fusion}"),
             (self.query_expansion in QUERY_EXPANSIONS, f"query_expansion must be one of {', '.join(QUERY_EXPANSIONS)}"),
-            (self.query_expansion != "hyde" or self.mode != "bm25", "query_expansion hyde embeds a passage: it needs mode dense or hybrid"),
+            (self.query_expansion != "hyde" or self.mode != "bm25", "mode must be dense or hybrid for query_expansion hyde (it embeds a passage)"),
             (self.query_expansion != "rm3" or self.mode != "dense", "query_expansion rm3 expands the BM25 query: it needs mode bm25 or hybrid"),
             (self.rm3_docs > 0, "rm3_docs must be > 0"),
             (self.rm3_terms > 0, "rm3_terms must be > 0"),
