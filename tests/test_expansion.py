@@ -107,7 +107,7 @@ def test_without_a_key_the_cli_says_which_variable_to_set(clean_llm_env, tmp_pat
     assert result.returncode == 1
     assert "ANTHROPIC_API_KEY" in result.stderr and "Traceback" not in result.stderr
     bad = run_cli("query", QUERY, "--mode", "bm25", "--query-expansion", "hyde", store=store)
-    assert bad.returncode == 2 and "needs mode dense or hybrid" in bad.stderr
+    assert bad.returncode == 2 and "mode must be dense or hybrid for query_expansion hyde" in bad.stderr and "got 'bm25'" in bad.stderr
 
 
 def test_hyde_needs_dense_retrieval():
