@@ -43,7 +43,7 @@ class FusionTuning:
 
     def yaml_lines(self) -> list[str]:
         cfg = self.tuned
-        lines = [f"mode: hybrid", f"fusion: {cfg.fusion}"]
+        lines = ["mode: hybrid", f"fusion: {cfg.fusion}"]
         if cfg.fusion == "rrf":
             lines.append(f"rrf_k: {cfg.rrf_k}")
         else:
