@@ -27,6 +27,8 @@ from typing import Callable, Iterator
 
 import pytest
 
+from rag_core.retrieve.chroma_process import ChromaServer, chroma_server, free_port  # noqa: F401 - re-exported
+
 STARTUP_SECONDS = 90
 
 
@@ -44,10 +46,13 @@ def _postgres_bin() -> Path:
 POSTGRES_BIN = _postgres_bin()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+@contextmanager
+def silent_server() -> Iterator[int]:
+    """A port that accepts connections and never answers: every request times out."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(16)
+        yield sock.getsockname()[1]
 
 
 def venv_tool(name: str) -> str:

@@ -17,7 +17,7 @@ from rag_core.retrieve.index import Index
 from rag_core.retrieve.vector_backends import manifest_key, open_vector_store, parse_vector_store
 from rag_core.retrieve.vector_errors import VectorStoreError
 from rag_core.service import known_failure, store_corpus
-from vector_servers import ChromaServer, chroma_server, free_port, silent_server
+from servers import ChromaServer, chroma_server, free_port, silent_server
 
 DENSE = RagConfig(mode="dense", rerank_depth=0, k=10, retrieve_depth=10)
 QUESTIONS = ["What is the rate limit of the API?", "How do I rotate credentials?",

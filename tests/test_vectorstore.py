@@ -12,7 +12,7 @@ import pytest
 
 from rag_core.retrieve.qdrant_store import QdrantVectorStore, point_id
 from rag_core.retrieve.vectorstore import ChromaVectorStore
-from vector_servers import chroma_server
+from servers import chroma_server
 
 
 @pytest.fixture(scope="module")
