@@ -189,7 +189,7 @@ def test_an_interrupted_sweep_marks_the_running_point_killed_at_once(tiny_corpus
         time.sleep(2)  # the point's notebook is starting or executing
         assert process.poll() is None, process.communicate()[1][-3000:]  # still running: it did not fail
         os.kill(process.pid, signal.SIGINT)
-        process.wait(timeout=60)
+        process.wait(timeout=240)  # generous: exit time on a loaded machine is not what is tested, the statuses are
     finally:
         process.kill()
     [child] = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.`rag.kind` = 'sweep-point'")
