@@ -181,7 +181,10 @@ def test_an_interrupted_sweep_marks_the_running_point_killed_at_once(tiny_corpus
               f"notebook=Path({str(notebook)!r}))\n")
     client = MlflowClient(tracking_uri)
     client.search_experiments()  # creates the store's tables now, not in a race with the sweep's process
-    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # SIGINT as a terminal delivers it: a shell without job control starts background commands with SIGINT
+    # ignored, and a child would inherit that (then Ctrl-C never reaches the sweep).
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline and process.poll() is None and not _running_points(client):
