@@ -14,9 +14,11 @@ Left out: kernels on other machines (the Ray executor's job) and languages other
 from __future__ import annotations
 
 import logging
+from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, AsyncIterator, Mapping
 
+from nbclient.util import run_hook
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, papermill_engines
 
@@ -27,13 +29,34 @@ KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
 log = logging.getLogger("papermill")
 
 
+class WarmClient(PapermillNotebookClient):
+    """papermill's client without the SIGINT/SIGTERM handlers nbclient installs while a notebook runs:
+    they turn Ctrl-C into a clean-up of the kernel instead of a KeyboardInterrupt, so a sweep could go on
+    after it. Without them Ctrl-C stops the sweep, which marks the point and itself KILLED. The kernel
+    belongs to ``WarmKernel``, which shuts it down."""
+
+    @asynccontextmanager
+    async def async_setup_kernel(self, **kwargs: Any) -> AsyncIterator[None]:
+        if not self.km.has_kernel:
+            await self.async_start_new_kernel(**kwargs)
+        if self.kc is None:
+            await self.async_start_new_kernel_client()
+        try:
+            yield
+        except RuntimeError:
+            await run_hook(self.on_notebook_error, notebook=self.nb)
+            raise
+        finally:
+            await run_hook(self.on_notebook_complete, notebook=self.nb)
+
+
 class WarmKernelEngine(NBClientEngine):
     """nbclient's engine, executing in the kernel manager ``km`` it is given and leaving it running."""
 
     @classmethod
     def execute_managed_notebook(cls, nb_man, kernel_name, km=None, start_timeout=60, execution_timeout=None,
                                  log_output=False, stdout_file=None, stderr_file=None, **kwargs):
-        client = PapermillNotebookClient(
+        client = WarmClient(
             nb_man, km=km, kernel_name=kernel_name, timeout=execution_timeout, startup_timeout=start_timeout,
             log=log, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
             extra_arguments=KERNEL_ARGUMENTS,
