@@ -57,6 +57,16 @@ OPSET = 18
 # chosen. Per-channel with the FFN output projections kept fp32: 0.886, but a third of the linear
 # FLOPs back in fp32. All ops (the word-embedding Gather too: a 4x smaller file) and reduce_range
 # were no faster beyond noise on the loaded 2-core machine, and reduce_range lowers the cosine.
+# Why int8 swaps near-ties (2026-12-01, quiet machine, spread-head stand-in of
+# benchmarks/rerank_backends.py, score error std against torch in logits): ORT's dynamic path
+# quantizes activations with one range per tensor, and BERT's [CLS] token carries values ~15x the
+# median in a few channels (FFN input channel 99: 28 vs 2), so every other token gets coarse steps.
+# Error std by group quantized alone: FFN in 0.14, FFN out 0.14, Q/K/V 0.08, attention out 0.04;
+# all 0.23 (top-5 identical 75%). Tried, none meeting both targets (<= 45% of torch, top-5 >= 90%):
+# SmoothQuant (alpha 0.5, all or FFN linears): no gain; outlier channels split off in fp32: error
+# 0.11, 55-61% of torch; [CLS] row apart in fp32: 0.14, 89%, 55%; 8-bit weight-only MatMulNBits
+# (block 32, int8 compute): 0.05, 92%, 72-79%; QAttention through the legacy exporter: 45% vs 47%,
+# 0.22. A per-row activation range (emulated in torch: 0.10, 96%) is not in ORT's CPU kernels.
 INT8_RECIPE: dict[str, Any] = {"per_channel": True, "op_types_to_quantize": ["MatMul", "Gemm"]}
 # Before quantization: ONNX Runtime's transformer fusion (onnxruntime.transformers.optimizer). In the
 # dynamo graph of a BERT it finds the Gelu (BiasGelu: 6 in MiniLM-L6), which ORT's own session-time
