@@ -178,7 +178,7 @@ def test_explore_notebook_shows_filter_routing_and_indexed_text(tmp_path):
 
 
 @pytest.mark.slow
-def test_hybrid_filter_and_routing_restrict_the_vector_store_too(tmp_path):
+def test_hybrid_filter_and_routing_restrict_the_vector_store_too(tmp_path, monkeypatch):
     """Dense search with the packaged MiniLM: the filter reaches ChromaDB (doc_id any of), and the
     document metadata is stored with each chunk."""
     _two_companies(tmp_path / "docs")
@@ -192,8 +192,13 @@ def test_hybrid_filter_and_routing_restrict_the_vector_store_too(tmp_path):
     stored = pipeline.index.vector_store._collection(pipeline.index._collection).get(include=["metadatas"])
     assert {(meta["doc_id"], meta["company"], meta["year"]) for meta in stored["metadatas"]} == {
         ("acme_2019_10k.pdf", "Acme", "2019"), ("bolt_2018_10k.pdf", "Bolt", "2018"), ("bolt_2019_10k.pdf", "Bolt", "2019")}
-    routed = Pipeline(RagConfig(mode="hybrid", rerank_depth=0, chunk_size=40, overlap=5, route_docs=1), corpus,
-                      tmp_path / "store").retrieve("What was Bolt's FY2018 revenue?")
+    routing = Pipeline(RagConfig(mode="hybrid", rerank_depth=0, chunk_size=40, overlap=5, route_docs=1), corpus,
+                       tmp_path / "store")
+    embedder, embedded = routing.index.embedder, []
+    embed_query = embedder.embed_query
+    monkeypatch.setattr(embedder, "embed_query", lambda query: embedded.append(query) or embed_query(query))
+    routed = routing.retrieve("What was Bolt's FY2018 revenue?")
+    assert embedded == ["What was Bolt's FY2018 revenue?"]  # once, for the cards and the chunks
     assert [item.id for item in routed.routed] == ["bolt_2018_10k.pdf"]
     assert {hit.chunk.doc_id for hit in routed.stages["dense"]} == {"bolt_2018_10k.pdf"}
 

@@ -183,10 +183,15 @@ class Pipeline:
         expansion: dict[str, Any] = {}
         doc_ids = matching_documents(self.corpus, where)  # None: every document
         routed: list[ScoredId] = []
+        query_vector = None  # the query's embedding, computed once for routing and the dense search
         if cfg.route_docs:
             router = self.router  # built once per pipeline, not part of a query's latency
+            if router.embedder is not None:
+                started = time.perf_counter()
+                query_vector = router.embedder.embed_query(query)
+                latency["embed_query"] = (time.perf_counter() - started) * 1000
             started = time.perf_counter()
-            routed = router.route(query, cfg.route_docs, doc_ids)
+            routed = router.route(query, cfg.route_docs, doc_ids, query_vector)
             doc_ids = [item.id for item in routed]
             latency["route"] = (time.perf_counter() - started) * 1000
         texts, hyde = [query], None
@@ -196,7 +201,8 @@ class Pipeline:
             expansion = expanded.as_info()
             texts += list(expanded.queries)
             hyde = expanded.passage
-        searches = [self._search(text, hyde, latency, expansion, doc_ids) for text in texts]
+        searches = [self._search(text, hyde, latency, expansion, doc_ids, query_vector if text == query else None)
+                    for text in texts]
         ranked = searches[0] if len(searches) == 1 else {
             stage: reciprocal_rank_fusion([[hit.id for hit in found[stage]] for found in searches], k=cfg.rrf_k)
             for stage in searches[0]
@@ -212,9 +218,9 @@ class Pipeline:
         return Candidates(ranked, latency, expansion, routed)
 
     def _search(self, query: str, hyde: str | None, latency: dict[str, float], expansion: dict[str, Any],
-                doc_ids: Sequence[str] | None) -> dict[str, list[ScoredId]]:
+                doc_ids: Sequence[str] | None, query_vector: Any = None) -> dict[str, list[ScoredId]]:
         """One query text through the retrievers (only `doc_ids`' chunks when given) and fusion;
-        latencies add up into `latency`."""
+        latencies add up into `latency`. `query_vector`: the text's embedding, when already computed."""
         cfg = self.config
         depth = cfg.retrieve_depth
         if cfg.child_size:  # enough children to fill retrieve_depth parents
@@ -227,7 +233,7 @@ class Pipeline:
         if cfg.mode in ("dense", "hybrid"):
             self.index.ensure_dense()
             started = time.perf_counter()
-            vector, embed_ms = None, 0.0
+            vector, embed_ms = query_vector, 0.0
             if hyde:  # HyDE: the query's and the hypothetical passage's embeddings, averaged
                 vector = self._hyde_vector(query, hyde)
                 embed_ms = (time.perf_counter() - started) * 1000

@@ -89,13 +89,17 @@ class Router:
         if self.embedder is not None:
             self._vectors, _ = self.embedder.embed_documents(self.cards)
 
-    def route(self, query: str, n: int, within: Sequence[str] | None = None) -> list[ScoredId]:
-        """The best `n` documents for `query` (among `within` when given), best first."""
+    def route(self, query: str, n: int, within: Sequence[str] | None = None,
+              query_vector: np.ndarray | None = None) -> list[ScoredId]:
+        """The best `n` documents for `query` (among `within` when given), best first. `query_vector`:
+        the query's embedding when the caller has it (the pipeline embeds a query once for routing
+        and the chunks); computed here otherwise."""
         allowed = None if within is None else np.isin(np.array(self.doc_ids), list(within))
         text = routing_query(query)
         lists = [[hit.id for hit in index.retrieve(text, len(self.doc_ids), allowed)] for index in (self._names, self._bm25)]
         if self._vectors is not None:
-            similarity = self._vectors @ self.embedder.embed_query(query)
+            vector = self.embedder.embed_query(query) if query_vector is None else query_vector
+            similarity = self._vectors @ vector
             lists.append([self.doc_ids[i] for i in np.argsort(-similarity, kind="stable") if allowed is None or allowed[i]])
         ranked = reciprocal_rank_fusion(lists, k=self.rrf_k)
         seen = {hit.id for hit in ranked}  # documents with no word in common come last, in corpus order
