@@ -26,7 +26,6 @@ Left out: GPUs (no GPU here; on CUDA the torch backend runs in half precision), 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import tempfile
@@ -50,8 +49,8 @@ from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E40
 from rag_core.retrieve.models import load_embedder  # noqa: E402
 from rag_core.retrieve.onnx_embed import OnnxEmbedder  # noqa: E402
 from rag_core.retrieve.onnx_export import INT8_RECIPE, QUANTIZE_BY_BACKEND, quantize_for  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BACKENDS = ("torch", *QUANTIZE_BY_BACKEND)  # torch first: the reference
 TARGET_SPEEDUP = 1.5
 TARGET_NDCG_DELTA = 0.005
@@ -187,16 +186,13 @@ def main() -> None:
           f">= {TARGET_SPEEDUP}x torch tokens/s): {best or 'NONE'}; not gating (torch nDCG@10 < {MIN_GATING_NDCG}): "
           f"{', '.join(name for name in names if name not in gating) or 'none'}")
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "embed_backends.json"
-    out.write_text(json.dumps({
+    write_results({
         "model": loaded.used, "chunks": len(chunks), "tokens": tokens, "threads": args.threads,
         "batch_size": args.batch_size, "repeats": args.repeats, "int8_recipe": INT8_RECIPE,
         "judged_sets": {j.name: {"documents": len(j.texts), "queries": len(j.queries)} for j in judged},
         "seconds_per_round": seconds, "backends": [asdict(r) for r in results], "best": best, "gating_sets": gating,
         "targets": {"speedup_vs_torch": TARGET_SPEEDUP, "ndcg10_delta": TARGET_NDCG_DELTA, "min_gating_ndcg10": MIN_GATING_NDCG},
-    }, indent=2))
-    print(f"wrote {out}")
+    }, RESULTS / "embed_backends.json")
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ Usage: python benchmarks/extraction_cost.py --input DIR [--pages 6]
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -19,8 +18,8 @@ from pathlib import Path
 import pymupdf
 
 from rag_core.ingest.pdf_extract import _font_headings, _page_with_tables
+from results_file import RESULTS, write_results
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def timed(step) -> tuple[float, float, object]:
@@ -58,11 +57,8 @@ def main() -> None:
     for step, row in rows.items():
         print(f"{step:<10}{row['pages']:>7}{row['wall_ms_p50']:>13.1f}{row['wall_ms_mean']:>14.1f}{row['cpu_ms_mean']:>13.1f}")
     print(f"tables found on the sampled pages: {tables_found}")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"input": args.input, "files": len(files), "pages_per_file": args.pages,
-                               "tables_found": tables_found, "steps": rows}, indent=2))
-    print(f"wrote {out}")
+    write_results({"input": args.input, "files": len(files), "pages_per_file": args.pages,
+                   "tables_found": tables_found, "steps": rows}, args.out)
 
 
 if __name__ == "__main__":

@@ -15,10 +15,8 @@ Usage: python benchmarks/filings_techniques.py --input DIR --golden FILE --store
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import time
-from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -26,8 +24,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rag_core.config import RagConfig  # noqa: E402
 from rag_core.evaluate.evaluation import evaluate_config  # noqa: E402
 from rag_core.workbench.evaluation import load_eval_inputs  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 DEFAULT_SETS = [
     "baseline:", "title:chunk_context=title", "title_heading:chunk_context=title_heading",
     "route1:route_docs=1", "route3:route_docs=3", "route3+title:route_docs=3,chunk_context=title",
@@ -94,11 +92,8 @@ def main() -> None:
               + (f" p={row['paired_p_vs_first']['page/recall@5']:.3g}" if "paired_p_vs_first" in row else "")
               + f" ({row['seconds']:.0f} s)",
               flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"input": args.input, "golden": args.golden, "queries": len(inputs.queries),
-                               "documents": len(inputs.corpus), "read_seconds": read_seconds, "rows": rows}, indent=2))
-    print(f"wrote {out}")
+    write_results({"input": args.input, "golden": args.golden, "queries": len(inputs.queries),
+                   "documents": len(inputs.corpus), "read_seconds": read_seconds, "rows": rows}, args.out)
 
 
 if __name__ == "__main__":

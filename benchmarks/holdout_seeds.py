@@ -14,17 +14,15 @@ Left out: running the sweep (``rag-pipeline sweep experiments/holdout.yaml`` fir
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-from pathlib import Path
 
 from rag_core.workbench.compare import baseline_run, latest_sweep, load_runs
 from rag_core.workbench.holdout import split_queries
 from rag_core.workbench.honest import holdout_report
 from rag_core.workbench.intervals import load_per_query
 from rag_core.workbench.tracking import Tracker
+from results_file import RESULTS, write_results
 
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main() -> None:
@@ -63,9 +61,8 @@ def main() -> None:
     summary["distinct_winners"] = len({row["winner"] for row in rows})
     print("mean " + ", ".join(f"{name} {value:.3f}" if isinstance(value, float) else f"{name} {value}"
                               for name, value in summary.items()))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "holdout_seeds.json").write_text(json.dumps({"parent_run_id": parent, "holdout": args.holdout,
-                                                            "metric": args.metric, "rows": rows, "mean": summary}, indent=1))
+    write_results({"parent_run_id": parent, "holdout": args.holdout, "metric": args.metric, "rows": rows,
+                   "mean": summary}, RESULTS / "holdout_seeds.json")
 
 
 if __name__ == "__main__":

@@ -47,8 +47,8 @@ from rag_core.retrieve.bm25 import BM25Index  # noqa: E402
 from rag_core.retrieve.models import RANDOM_HEAD_PREFIX, load_cross_encoder  # noqa: E402
 from rag_core.retrieve.onnx_backend import INT8_RECIPE, QUANTIZE_BY_BACKEND, OnnxCrossEncoder, quantize_for  # noqa: E402
 from rag_core.paths import DATA_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 BACKENDS = ("torch", *QUANTIZE_BY_BACKEND)  # torch first: the reference for agreement
 PASSAGE_WORDS = 100
 TOP_K_AGREEMENT = 5
@@ -201,16 +201,13 @@ def main() -> None:
           f"{'ok' if time_share <= TARGET_INT8_TIME_SHARE else 'MISSED'}); top-5 identical {int8_top5:.0%} "
           f"(target >= {TARGET_TOP5_IDENTICAL:.0%}: {'ok' if int8_top5 >= TARGET_TOP5_IDENTICAL else 'MISSED'})")
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    out = RESULTS / "rerank_backends.json"
-    out.write_text(json.dumps({
+    write_results({
         "model": load_cross_encoder(args.model).used, "head": head, "queries": len(queries), "candidates": args.candidates,
         "passage_words": PASSAGE_WORDS, "threads": args.threads, "int8_recipe": INT8_RECIPE,
         "backends": [asdict(result) for result in results],
         "int8_time_share_of_torch": time_share,
         "targets": {"int8_time_share_of_torch": TARGET_INT8_TIME_SHARE, "top5_identical_share": TARGET_TOP5_IDENTICAL},
-    }, indent=2))
-    print(f"wrote {out}")
+    }, RESULTS / "rerank_backends.json")
 
 
 if __name__ == "__main__":

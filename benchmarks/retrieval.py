@@ -36,8 +36,8 @@ from rag_core.ingest.files import read_documents  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
 from rag_core.records import Document  # noqa: E402
 from rag_core.retrieve.rerank import Reranker  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS_MS = {"bm25_bm25s": 5.0, "vector_search": 15.0, "fusion": 1.0}
 TARGET_LOAD_S = 1.0
 MIN_CHUNKS = 3400
@@ -163,9 +163,7 @@ def main() -> None:
     print(f"{'index load':<18}{load_s * 1000:>10.0f} ms (target <= {TARGET_LOAD_S * 1000:.0f} ms: "
           f"{'ok' if load_s <= TARGET_LOAD_S else 'MISSED'})")
     print(f"re-rank model: {reranker.name_used}")
-    out = RESULTS / "retrieval.json"
-    out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {out}")
+    write_results(results, RESULTS / "retrieval.json")
 
 
 if __name__ == "__main__":

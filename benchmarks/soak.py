@@ -40,8 +40,8 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 from rag_core.config import RagConfig  # noqa: E402
 from rag_core.ingest.corpus import DocumentStore  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 SETTINGS = {"rerank_depth": 0, "chunk_size": 256, "overlap": 32}  # the mode is per process
 REGIONS = ["eu-west", "us-east", "ap-south", "sa-east", "af-north", "me-central"]
 
@@ -247,8 +247,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rag-soak-") as workdir:
         result = soak(args.seconds, args.processes, min(args.hybrid, args.processes), Path(workdir))
     print_table(result)
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(result, indent=2))
+    write_results(result, args.output)
     return 0 if result["errors"] == 0 and result["final_store_equals_serial"] else 1
 
 

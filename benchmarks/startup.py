@@ -13,7 +13,6 @@ Usage: python benchmarks/startup.py [--repeat 3]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import subprocess
@@ -26,8 +25,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from rag_core.ingest.beir import write_synthetic_beir  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_BEIR_SECONDS = 5.0
 HEAVY = ("torch", "mlflow", "papermill", "ranx", "sentence_transformers", "chromadb")
 
@@ -78,9 +77,7 @@ def main() -> int:
     for name, values in rows.items():
         print(f"{name:<{width}}  {statistics.median(values):>9.2f}  {', '.join(f'{v:.2f}' for v in values)}")
     print(f"heavy modules imported by a bm25 query: {heavy or 'none'}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "startup.json").write_text(json.dumps(summary, indent=2))
-    print(f"written {RESULTS / 'startup.json'}")
+    write_results(summary, RESULTS / "startup.json")
     beir_next = summary["eval --beir, next runs, MLflow logging"]["median_s"]
     return 0 if beir_next <= TARGET_BEIR_SECONDS and not heavy else 1
 

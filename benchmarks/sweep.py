@@ -21,7 +21,6 @@ Usage: python benchmarks/sweep.py [--sweep experiments/grid.yaml] [--workers 1] 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -36,8 +35,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rag_core.workbench.compare import load_runs  # noqa: E402
 from rag_core.paths import EXPERIMENTS_DIR  # noqa: E402
 from rag_core.workbench import load_sweep, run_sweep  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 MAX_RATIO, MAX_POINT_OVERHEAD_S = 6.0, 2.0
 
 
@@ -123,9 +122,7 @@ def main() -> int:
     print(f"\none rag-pipeline eval process: {single:.1f} s; warm grid / single eval = {ratio:.2f} "
           f"(target <= {MAX_RATIO}); per-point overhead once warm {warm['overhead_per_point_after_first']} s "
           f"(target <= {MAX_POINT_OVERHEAD_S})")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "sweep.json").write_text(json.dumps(summary, indent=2))
-    print(f"written {RESULTS / 'sweep.json'}")
+    write_results(summary, RESULTS / "sweep.json")
     overhead = warm["overhead_per_point_after_first"] or 0.0
     return 0 if ratio <= MAX_RATIO and overhead <= MAX_POINT_OVERHEAD_S and not warm["failed"] else 1
 

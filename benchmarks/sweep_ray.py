@@ -13,7 +13,6 @@ Usage: python benchmarks/sweep_ray.py [--sweep experiments/smoke.yaml] [--worker
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -28,8 +27,8 @@ from servers import ray_cluster  # noqa: E402
 
 from rag_core.paths import EXPERIMENTS_DIR  # noqa: E402
 from rag_core.workbench import load_sweep, run_sweep  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 QUALITY = ("chunk", "page", "doc", "context")  # metric families a point's settings determine
 
 
@@ -85,9 +84,7 @@ def main() -> int:
               f"{row['kernels_started']:>7} {row['failed']:>6}")
     print(f"Ray cluster start-up {report['ray_cluster_start_seconds']} s (not counted); ray/local "
           f"{report['ray_over_local']}x; metrics identical for all {report['points']} points: {identical}")
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "sweep_ray.json").write_text(json.dumps(report, indent=2))
-    print(f"wrote {RESULTS / 'sweep_ray.json'}")
+    write_results(report, RESULTS / "sweep_ray.json")
     return 0 if identical and not local["failed"] and not on_ray["failed"] else 1
 
 

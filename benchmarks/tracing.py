@@ -28,8 +28,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 TARGET_SHARE = 0.05
 
 
@@ -107,9 +107,7 @@ def main() -> int:
               f"{100 * row['tracing_share']:>6.1f}%")
     summary = {"mode": args.mode, "queries": 36, "repeat": args.repeat, "target_share": TARGET_SHARE,
                "cpus": os.cpu_count(), "load_average": os.getloadavg(), **rows}
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "tracing.json").write_text(json.dumps(summary, indent=2))
-    print(f"written {RESULTS / 'tracing.json'}")
+    write_results(summary, RESULTS / "tracing.json")
     checked = rows.get("rag-pipeline eval (new process)")
     return 0 if checked is None or checked["tracing_share"] < TARGET_SHARE else 1
 

@@ -17,7 +17,6 @@ Usage: python benchmarks/vector_stores.py [--documents 5000] [--queries 200] [--
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -35,8 +34,8 @@ from rag_core.ingest.corpus import Corpus  # noqa: E402
 from rag_core.retrieve.chroma_process import chroma_server  # noqa: E402
 from rag_core.retrieve.index import Index  # noqa: E402
 from rag_core.retrieve.vector_backends import open_vector_store  # noqa: E402
+from results_file import RESULTS, write_results  # noqa: E402
 
-RESULTS = Path(__file__).resolve().parent / "results"
 DIMENSION = 384  # all-MiniLM-L6-v2's
 DEPTH = 20  # what the pipeline asks the vector store for (retrieve_depth)
 
@@ -108,9 +107,7 @@ def main() -> int:
     print(f"{'store':<22}" + "".join(f"{name:>20}" for name in columns))
     for name, row in rows.items():
         print(f"{name:<22}" + "".join(f"{row[column]:>20}" for column in columns))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "vector_stores.json").write_text(json.dumps(summary, indent=2))
-    print(f"written {RESULTS / 'vector_stores.json'}")
+    write_results(summary, RESULTS / "vector_stores.json")
     return 0
 
 
