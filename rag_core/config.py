@@ -30,6 +30,7 @@ BM25_BACKENDS = ("bm25s", "rank_bm25")
 LLM_PROVIDERS = ("anthropic", "openai")
 RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
 CHUNK_CONTEXTS = ("none", "title", "title_heading")
+ROUTE_WHEN = ("named", "always")  # route_when: only questions naming a document, or every question
 QUERY_EXPANSIONS = ("none", "rm3", "multi_query", "hyde")
 # rrf: this project's RRF (weights optional); the others are ranx.fuse methods (rag_core.retrieve.fusion_ranx)
 FUSIONS = ("rrf", "sum", "mnz", "max", "min", "med", "anz", "gmnz", "isr", "log_isr", "logn_isr", "rbc",
@@ -64,6 +65,7 @@ class RagConfig:
     chunk_context: str = "none"  # none | title | title_heading: prefix of the embedded and BM25-indexed text
     metadata_pattern: str = ""  # regex with named groups over document ids, e.g. (?P<year>\d{4})
     route_docs: int = 0  # retrieve only within the best N documents (rag_core.retrieve.routing); 0 = off
+    route_when: str = "named"  # named: route only questions sharing a word with some document's name | always
     # retrieval
     mode: str = "hybrid"  # dense | bm25 | hybrid
     k: int = 5  # passages kept at the end
@@ -119,6 +121,7 @@ class RagConfig:
             (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
             (self.chunk_context in CHUNK_CONTEXTS, f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)}"),
             (self.route_docs >= 0, "route_docs must be >= 0 (0 = off)"),
+            (self.route_when in ROUTE_WHEN, f"route_when must be one of {', '.join(ROUTE_WHEN)}"),
             (self.k > 0, "k must be > 0"),
             (self.retrieve_depth > 0, "retrieve_depth must be > 0"),
             (self.rrf_k >= 0, "rrf_k must be >= 0"),
@@ -206,6 +209,8 @@ SETTING_HELP = {
     "chunk_context": "prefix the indexed text of each chunk: none | title | title_heading (shown text unchanged)",
     "metadata_pattern": "regex with named groups over document ids giving metadata, e.g. (?P<company>[^_]+)_(?P<year>\\d{4})",
     "route_docs": "first rank documents, then retrieve only within the best N (0 = off)",
+    "route_when": "named: route only questions that share a word with some document's name (title, metadata); "
+                  "others search every document | always",
     "mode": "retrieval: dense | bm25 | hybrid",
     "k": "passages returned (and given to the LLM)",
     "retrieve_depth": "candidates taken from each retriever",

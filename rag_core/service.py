@@ -227,6 +227,8 @@ def format_explain(result: QueryResult, config: RagConfig | None = None) -> str:
     if result.retrieval.routed:
         rows.append("routed to: " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
                                              for rank, item in enumerate(result.retrieval.routed, start=1)))
+    elif config is not None and config.route_docs:
+        rows.append("routing: not applied, the question names no document (route_when named): every document searched")
     rows += explain_retrieval_settings(result.retrieval, config)
     return "\n".join(rows)
 

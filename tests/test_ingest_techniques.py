@@ -132,6 +132,14 @@ def test_routing_picks_the_named_document_then_retrieves_inside_it(tmp_path):
     # Routing runs within a filter.
     within = pipeline.retrieve("What was Bolt's FY2018 revenue?", where={"year": "2019"})
     assert [item.id for item in within.routed] == ["bolt_2019_10k.pdf"]
+    # A question naming no document (no word of any title or metadata value) is not routed by
+    # default: every document is searched. route_when always routes it by the cards.
+    unnamed = pipeline.retrieve("How much widget revenue?")
+    assert unnamed.routed == [] and unnamed.hits[0].chunk.doc_id == "acme_2019_10k.pdf"
+    always = Pipeline(RagConfig(route_docs=1, route_when="always", **BM25), corpus, tmp_path / "store")
+    assert len(always.retrieve("How much widget revenue?").routed) == 1
+    with pytest.raises(ConfigError, match="route_when must be one of named, always"):
+        RagConfig(route_when="sometimes")
 
 
 def test_cli_where_and_explain_show_filter_and_routing(tmp_path):
@@ -140,10 +148,13 @@ def test_cli_where_and_explain_show_filter_and_routing(tmp_path):
     flags = ("--mode", "bm25", "--rerank-depth", "0", "--chunk-size", "40", "--overlap", "5")
     assert run_cli("ingest", "--input", str(tmp_path / "docs"), *flags, store=store).returncode == 0
     done = run_cli("query", "widget revenue", "--no-llm", "--explain", "--where", "company=Bolt", "--route-docs", "1",
-                   *flags, store=store)
+                   "--route-when", "always", *flags, store=store)
     assert done.returncode == 0, done.stderr
     assert "filter: company=Bolt" in done.stdout and "routed to: #1 bolt_" in done.stdout
     assert "acme_2019_10k.pdf" not in done.stdout.split("routed to")[0]
+    unnamed = run_cli("query", "widget revenue", "--no-llm", "--explain", "--route-docs", "1", *flags, store=store)
+    assert unnamed.returncode == 0, unnamed.stderr
+    assert "routing: not applied, the question names no document" in unnamed.stdout and "routed to" not in unnamed.stdout
     bad = run_cli("query", "revenue", "--no-llm", "--where", "sector=tech", *flags, store=store)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "unknown metadata key 'sector'" in bad.stderr
     none = run_cli("query", "revenue", "--no-llm", "--where", "company=Zed", *flags, store=store)

@@ -151,7 +151,8 @@ class Pipeline:
         bm25 = self.index.bm25_key if cfg.mode in ("bm25", "hybrid") else None
         fusion = (cfg.fusion, cfg.fusion_norm, cfg.fusion_weights) if cfg.mode == "hybrid" else None
         return (self.index.chunking_key, dense, bm25, cfg.mode, cfg.retrieve_depth, cfg.rrf_k, fusion,
-                self._expansion_key(), query, self.index.context_key, cfg.route_docs)
+                self._expansion_key(), query, self.index.context_key, cfg.route_docs,
+                cfg.route_when if cfg.route_docs else None)
 
     def _expansion_key(self) -> tuple:
         cfg = self.config
@@ -191,8 +192,9 @@ class Pipeline:
                 query_vector = router.embedder.embed_query(query)
                 latency["embed_query"] = (time.perf_counter() - started) * 1000
             started = time.perf_counter()
-            routed = router.route(query, cfg.route_docs, doc_ids, query_vector)
-            doc_ids = [item.id for item in routed]
+            routed = router.route(query, cfg.route_docs, doc_ids, query_vector, cfg.route_when == "named")
+            if routed:  # none: the question names no document (route_when named), so every one is searched
+                doc_ids = [item.id for item in routed]
             latency["route"] = (time.perf_counter() - started) * 1000
         texts, hyde = [query], None
         if cfg.query_expansion in ("multi_query", "hyde"):

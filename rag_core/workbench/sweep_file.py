@@ -76,7 +76,7 @@ class SweepPoint:
         """Points with the same key retrieve the same candidates (they differ in k, re-ranking or
         metrics only): one worker runs them one after another and reuses the candidates."""
         cfg = self.config
-        return self.build_key + (cfg.mode, cfg.retrieve_depth, cfg.rrf_k, cfg.route_docs)
+        return self.build_key + (cfg.mode, cfg.retrieve_depth, cfg.rrf_k, cfg.route_docs, cfg.route_when)
 
     @property
     def rerank_key(self) -> tuple | None:
