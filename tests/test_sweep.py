@@ -5,6 +5,7 @@ points, a failing point that does not stop the others, and sweep files that are 
 from __future__ import annotations
 
 import json
+import os
 
 import nbformat
 import pytest
@@ -116,9 +117,14 @@ def test_points_that_differ_in_k_reuse_their_candidates(smoke_sweep):  # noqa: F
 
 
 # --- warm kernels -------------------------------------------------------------------------------
-def test_a_point_in_a_warm_kernel_gives_the_metrics_of_the_point_alone(tiny_corpus, tmp_path, tracking_uri):  # noqa: F811
+def test_a_point_in_a_warm_kernel_gives_the_metrics_of_the_point_alone(tiny_corpus, tmp_path, tracking_uri,  # noqa: F811
+                                                                       monkeypatch):
     data = {"input": str(tiny_corpus.documents), "golden": str(tiny_corpus.golden)}
     base = {"mode": "hybrid", "rerank_depth": 0, "overlap": 0}
+    # The sweep never moves this process to another directory: worker threads would race on it (papermill
+    # only "changes" to the current one around its file reads and writes).
+    changed_to = []
+    monkeypatch.setattr(os, "chdir", lambda path: changed_to.append(str(path)))
     warm = run_sweep(load_sweep(_write_sweep(tmp_path, name="warm", **data, base=base,
                                              grid={"chunk_size": [20, 30], "k": [1, 3]})),
                      tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)
@@ -130,6 +136,7 @@ def test_a_point_in_a_warm_kernel_gives_the_metrics_of_the_point_alone(tiny_corp
     [single] = alone.outcomes
     assert quality_metrics(single.metrics) and quality_metrics(last.metrics) == quality_metrics(single.metrics)
     assert last.metrics["retrieval/candidates_reused"] == 3 and single.metrics["retrieval/candidates_reused"] == 0
+    assert set(changed_to) <= {os.getcwd()}
 
 
 def test_a_point_whose_kernel_dies_fails_and_the_next_point_gets_a_new_kernel(tiny_corpus, tmp_path,  # noqa: F811

@@ -55,9 +55,10 @@ class WarmKernelEngine(NBClientEngine):
 
     @classmethod
     def execute_managed_notebook(cls, nb_man, kernel_name, km=None, start_timeout=60, execution_timeout=None,
-                                 log_output=False, stdout_file=None, stderr_file=None, **kwargs):
+                                 log_output=False, stdout_file=None, stderr_file=None, kernel_cwd=None, **kwargs):
         client = WarmClient(
             nb_man, km=km, kernel_name=kernel_name, timeout=execution_timeout, startup_timeout=start_timeout,
+            resources={"metadata": {"path": kernel_cwd}},  # where nbclient starts the kernel
             log=log, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
             extra_arguments=KERNEL_ARGUMENTS,
         )
@@ -80,15 +81,17 @@ class WarmKernel:
         self.executed = 0  # notebooks executed
 
     def execute(self, notebook: Path, output: Path, parameters: Mapping[str, Any], cwd: Path) -> None:
-        """Execute `notebook` with `parameters` into `output` (papermill errors propagate)."""
+        """Execute `notebook` with `parameters` into `output` (papermill errors propagate), in a kernel
+        whose working directory is `cwd`. This process's own directory is never changed: papermill's
+        ``cwd`` would chdir the whole process, which races between the workers' threads."""
         import papermill
 
         if self._manager is None or not self.alive():
             self._replace()
         self.executed += 1
         papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), progress_bar=False,
-                                   cwd=str(cwd), kernel_name=KERNEL_NAME, engine_name=ENGINE_NAME,
-                                   km=self._manager)
+                                   kernel_name=KERNEL_NAME, engine_name=ENGINE_NAME, km=self._manager,
+                                   kernel_cwd=str(cwd))
 
     def alive(self) -> bool:
         from jupyter_core.utils import run_sync
