@@ -3,7 +3,8 @@ execution of the evaluation notebook in a warm kernel), comparison of runs, and 
 
 Modules: ``sweep_file`` (reading and checking a sweep file), ``kernels`` (warm Jupyter kernels for
 papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (running them all),
-``ray_executor`` (the sweep on a Ray cluster), ``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow),
+``sweep_runs`` (the sweep's parent run in MLflow), ``ray_executor`` (the sweep on a Ray cluster),
+``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow),
 ``traces`` (one MLflow trace per evaluated query), ``datasets`` (the golden set as a run's dataset
 input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs read back), ``explore``
 (the exploration notebook's helpers), ``holdout`` (held-out queries), ``intervals`` (bootstrap

@@ -25,30 +25,30 @@ Held-out queries, the honest winner and the table's intervals: ``sweep_report``.
 Executors: ``local`` (the above: threads and kernels in this process tree) or ``ray`` (the same
 scheduling of groups, each worker thread driving a Ray actor that holds the kernel and makes the child
 runs; index builds as Ray tasks; a point whose worker dies is retried: ``ray_executor``).
-Left out: reading the sweep file (``sweep_file``), one point's execution (``points``), terminal output
-(``rag_core.cli``).
+Left out: reading the sweep file (``sweep_file``), one point's execution (``points``), the parent run's
+bookkeeping in MLflow (``sweep_runs``), terminal output (``rag_core.cli``).
 """
 
 from __future__ import annotations
 
 import itertools
-import json
 import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 from rag_core.config import ConfigError
 from rag_core.evaluate.evaluation import golden_fingerprint
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
-from rag_core.workbench.tracking import TAG_PREFIX, Tracker, git_tags, run_metrics
+from rag_core.workbench.tracking import TAG_PREFIX, Tracker
 from rag_core.workbench.kernels import WarmKernel
-from rag_core.workbench.points import KIND_TAG, NOTEBOOK, POINT_HASH_TAG, SWEEP_HASH_TAG, PointJob, PointOutcome, run_point
+from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome, run_point
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
 from rag_core.workbench.sweep_report import plan_holdout, sweep_table
+from rag_core.workbench.sweep_runs import finished_points, log_parent_summary, parent_run
 
 TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
 UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
@@ -115,8 +115,8 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     data_key = {**spec.data_identity(), "corpus": inputs.corpus.fingerprint, "golden": golden_fingerprint(inputs.queries)}
     point_hashes = {point.number: digest({"settings": point.config.as_params(), "data": data_key}) for point in points}
 
-    parent_id, resumed = _parent_run(tracker, experiment, spec, inputs, len(points), rerun)
-    finished = {} if rerun else _finished_points(tracker, experiment, parent_id)
+    parent_id, resumed = parent_run(tracker, experiment, spec, inputs, len(points), rerun)
+    finished = {} if rerun else finished_points(tracker, experiment, parent_id)
     todo = [point for point in points if point_hashes[point.number] not in finished]
     outcomes = [PointOutcome(point, "SKIPPED", finished[point_hashes[point.number]]) for point in points if point not in todo]
     unavailable, todo = _without_unavailable_models(todo)
@@ -179,8 +179,8 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
             counts = remote.shutdown()
             retried = counts.superseded
             kernels_started = counts.kernels_started + retried  # each dead attempt had a kernel of its own
-    work = _log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
-                               kernels_started, time.perf_counter() - started)
+    work = log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
+                              kernels_started, time.perf_counter() - started)
     if remote is not None:
         work["sweep/points_retried"] = float(retried)  # attempts lost with their worker, run again
         tracker.log(parent_id, metrics={"sweep/points_retried": float(retried)})
@@ -263,84 +263,6 @@ def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, ech
         totals["embed_cache_hits"] += stats.embed_cache_hits
         totals["seconds"] += time.perf_counter() - started
     return totals
-
-
-# --- MLflow: parent run, finished points, summary ------------------------------------------------
-def _parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: EvalInputs, n_points: int,
-                rerun: bool) -> tuple[str, bool]:
-    """(run id, resumed): the latest parent run of this sweep (interrupted, failed or finished: its
-    finished points are kept), or a new one (always, with `rerun`)."""
-    earlier = [] if rerun else tracker.runs(
-        experiment, f"tags.`{SWEEP_HASH_TAG}` = '{spec.hash}' and tags.`{KIND_TAG}` = 'sweep'", ["attributes.start_time DESC"])
-    if earlier:
-        run_id = earlier[0].info.run_id
-        tracker.client.update_run(run_id, status="RUNNING")
-        return run_id, True
-    tags = {SWEEP_HASH_TAG: spec.hash, KIND_TAG: "sweep", TAG_PREFIX + "corpus_fingerprint": inputs.corpus.fingerprint,
-            TAG_PREFIX + "golden_fingerprint": golden_fingerprint(inputs.queries), **git_tags()}
-    run_id = tracker.start_run(experiment, spec.name, tags=tags)
-    params = {**{f"base.{key}": value for key, value in spec.base.items()},
-              **{f"grid.{key}": [str(v) for v in values] for key, values in spec.grid.items()},
-              **({"listed_points": json.dumps(spec.listed, default=str)} if spec.listed else {}),
-              "sweep_file": str(spec.path), "primary_metric": spec.primary_metric, "points": n_points,
-              **{key: value for key, value in spec.data_identity().items() if value is not None},
-              **({"holdout": spec.holdout, "holdout_seed": spec.holdout_seed} if spec.holdout is not None else {})}
-    tracker.log(run_id, params=params)
-    return run_id, False
-
-
-def _finished_points(tracker: Tracker, experiment: str, parent_id: str) -> dict[str, str]:
-    """point hash -> run id of its FINISHED child run; children left RUNNING by an interruption are
-    marked KILLED (their points run again)."""
-    finished = {}
-    for run in tracker.child_runs(experiment, parent_id):
-        point_hash = run.data.tags.get(POINT_HASH_TAG)
-        if run.info.status == "FINISHED" and point_hash:
-            finished[point_hash] = run.info.run_id
-        elif run.info.status == "RUNNING":
-            tracker.finish(run.info.run_id, "KILLED")
-    return finished
-
-
-def _log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points: list[SweepPoint],
-                        skipped_invalid: list[str], points_unavailable: int, prebuild: Mapping[str, float],
-                        kernels_started: int, wall_seconds: float) -> dict[str, float]:
-    """The work of the whole sweep, summed over its finished child runs (all attempts) + the prebuild."""
-    children = tracker.child_runs(experiment, parent_id)
-    done = [run_metrics(run) for run in children if run.info.status == "FINISHED"]
-    previous = tracker.client.get_run(parent_id).data.metrics  # prebuild work of earlier attempts
-
-    def total(name: str) -> float:
-        return sum(metrics.get(name, 0.0) for metrics in done)
-
-    def prebuilt(name: str) -> float:
-        return prebuild.get(name, 0.0) + previous.get(f"sweep/prebuild_{name}", 0.0)
-
-    work = {
-        "sweep/points": float(len(points)),
-        "sweep/points_invalid": float(len(skipped_invalid)),
-        "sweep/points_unavailable": float(points_unavailable),
-        "sweep/points_finished": float(len({run.data.tags.get(POINT_HASH_TAG) for run in children
-                                            if run.info.status == "FINISHED"})),
-        "sweep/points_failed": float(sum(run.info.status == "FAILED" for run in children)),
-        "sweep/distinct_chunkings": float(len({point.build_key[:3] for point in points})),
-        "sweep/chunkings_built": total("index/chunkings_built") + prebuilt("chunkings_built"),
-        "sweep/dense_indexes_built": sum(float(m.get("index/embedded", 0) + m.get("index/embed_cache_hits", 0) > 0)
-                                         for m in done) + prebuilt("dense_indexes_built"),
-        "sweep/chunks_embedded": total("index/embedded") + prebuilt("embedded"),
-        "sweep/embed_cache_hits": total("index/embed_cache_hits") + prebuilt("embed_cache_hits"),
-        "sweep/candidates_reused": total("retrieval/candidates_reused"),
-        "sweep/candidates_computed": total("retrieval/candidates_computed"),
-        "sweep/rerank_pairs_scored": total("rerank/pairs_scored"),
-        "sweep/rerank_cache_hits": total("rerank/cache_hits"),
-        "sweep/notebook_seconds": total("timing/notebook_seconds"),
-        "sweep/kernels_started": float(kernels_started),
-        "sweep/wall_seconds": wall_seconds,
-    }
-    work.update({f"sweep/prebuild_{name}": prebuilt(name) for name in ("chunkings_built", "dense_indexes_built",
-                                                                       "embedded", "embed_cache_hits")})
-    tracker.log(parent_id, metrics=work)
-    return work
 
 
 def progress_line(position: int, total: int, outcome: PointOutcome, primary_metric: str) -> str:
