@@ -261,7 +261,8 @@ def explain_retrieval_settings(retrieval: Retrieval, config: RagConfig | None) -
 def known_failure(exc: Exception) -> tuple[str, int] | None:
     """(readable message, exit code) for failures the user can act on; None for bugs (tracebacks)."""
     from rag_core.evaluate.golden import GoldenSetError
-    from rag_core.generate.llm import LLMError, redact
+    from rag_core.api_keys import redact
+    from rag_core.generate.llm import LLMError
     from rag_core.retrieve.models import ModelLoadError
     from rag_core.retrieve.vector_errors import VectorStoreError
 

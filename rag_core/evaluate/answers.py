@@ -16,7 +16,8 @@ from rag_core.config import RagConfig
 from rag_core.generate.answer import Answer, answer_question
 from rag_core.evaluate.golden import GoldenQuery
 from rag_core.evaluate.judge import JudgeItem, judge_many
-from rag_core.generate.llm import LLMClient, LLMError, redact
+from rag_core.api_keys import redact
+from rag_core.generate.llm import LLMClient, LLMError
 from rag_core.retrieve.pipeline import Retrieval
 
 

@@ -29,8 +29,9 @@ from typing import Any, Iterable, Sequence
 import yaml
 
 from rag_core.generate.answer import format_passages, new_nonce
+from rag_core.api_keys import redact
 from rag_core.generate.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, json_objects_in,
-                                  redact, retry_delay)
+                                  retry_delay)
 from rag_core.records import Hit
 
 log = logging.getLogger(__name__)

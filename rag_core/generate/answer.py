@@ -35,7 +35,8 @@ from typing import Any, Sequence
 from rag_core.generate.citations import CitationCheck, check_citations
 from rag_core.config import RagConfig
 from rag_core.doc_ids import escape_controls
-from rag_core.generate.llm import KEY_ENV, LLMClient, LLMError, complete_with_retries, has_api_key
+from rag_core.api_keys import KEY_ENV
+from rag_core.generate.llm import LLMClient, LLMError, complete_with_retries, has_api_key
 from rag_core.records import Hit
 
 NO_ANSWER_TEXT = "The documents do not contain the answer to this question."

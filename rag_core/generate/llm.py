@@ -30,12 +30,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
+from rag_core.api_keys import KEY_ENV, redact
+from rag_core.api_keys import register as register_secret
 from rag_core.config import DEFAULT_LLM_MODEL, RagConfig
 
 log = logging.getLogger(__name__)
 
-# provider -> environment variable holding its key
-KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 # provider -> model used when the configured model is the other provider's default
 DEFAULT_MODELS = {"anthropic": DEFAULT_LLM_MODEL, "openai": "gpt-5.4-mini"}
 # provider -> upper bound for the pre-send length check (tokens): the largest context window of the
@@ -90,24 +90,6 @@ class LLMRequestError(LLMError):
 
 
 TRANSIENT_ERRORS: tuple[type[LLMError], ...] = (RateLimited, LLMUnavailable, MalformedResponse)
-
-
-# --- redaction ----------------------------------------------------------------------------------
-_SECRET_PATTERNS = [
-    re.compile(r"sk-[A-Za-z0-9_\-]{6,}"),  # Anthropic (sk-ant-...) and OpenAI (sk-..., sk-proj-...) keys
-    re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.]{8,}"),
-]
-_registered_secrets: set[str] = set()
-
-
-def redact(text: str) -> str:
-    """Mask every configured key value, and anything shaped like a key, in ``text``."""
-    secrets = set(_registered_secrets)
-    secrets.update(os.environ.get(name, "") for name in KEY_ENV.values())
-    for secret in sorted((s for s in secrets if len(s) >= 6), key=len, reverse=True):
-        text = text.replace(secret, "***")
-    text = _SECRET_PATTERNS[0].sub("sk-***", text)
-    return _SECRET_PATTERNS[1].sub(r"\1***", text)
 
 
 # --- client -------------------------------------------------------------------------------------
@@ -166,7 +148,7 @@ class LLMClient:
             raise MissingAPIKey(
                 f"no API key for {self.provider}: set the environment variable {KEY_ENV[self.provider]}"
             )
-        _registered_secrets.add(key)
+        register_secret(key)
         self.timeout_s = timeout_s
         self.max_context_tokens = max_context_tokens or CONTEXT_TOKENS[self.provider]
         self._send, self._sdk_errors = _BACKENDS[self.provider](key, base_url, timeout_s)

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
-from rag_core.generate.llm import KEY_ENV
+from rag_core.api_keys import KEY_ENV, redact, secret_values
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
 from rag_core.evaluate.relevance import LEVELS, collapse_ranking
 
@@ -160,7 +160,7 @@ class Tracker:
 
     def fail(self, run_id: str, error: str) -> None:
         """Mark a run FAILED, with the error as the ``rag.error`` tag."""
-        self.client.set_tag(run_id, TAG_PREFIX + "error", _redacted(error)[:5000])
+        self.client.set_tag(run_id, TAG_PREFIX + "error", redact(error)[:5000])
         self.client.set_terminated(run_id, "FAILED")
 
     def runs(self, experiment: str, filter_string: str = "", order_by: list[str] | None = None) -> list["Run"]:
@@ -284,13 +284,9 @@ def ranx_runs(report: "EvalReport") -> dict[str, dict[str, dict[str, float]]]:
 
 
 # --- secrets ------------------------------------------------------------------------------------
-def _secret_values() -> list[str]:
-    return [value for name in SECRET_ENV_VARS if len(value := os.environ.get(name, "").strip()) >= 8]
-
-
 def guard_secrets(values: Mapping[str, Any]) -> None:
     """Raise ``SecretInRun`` (naming the key, never the value) when a value contains an API key."""
-    secrets = _secret_values()
+    secrets = secret_values()
     for key, value in values.items():
         if any(secret in str(value) or secret in str(key) for secret in secrets):
             raise SecretInRun(f"refusing to log {key!r}: its value contains an API key "
@@ -299,7 +295,7 @@ def guard_secrets(values: Mapping[str, Any]) -> None:
 
 def guard_secret_files(paths: Iterable[Path]) -> None:
     """Raise ``SecretInRun`` when a file (or any file in a folder) contains an API key."""
-    secrets = [secret.encode() for secret in _secret_values()]
+    secrets = [secret.encode() for secret in secret_values()]
     if not secrets:
         return
     for path in paths:
@@ -309,21 +305,15 @@ def guard_secret_files(paths: Iterable[Path]) -> None:
                 raise SecretInRun(f"refusing to log the artifact {file.name}: it contains an API key")
 
 
-def _redacted(text: str) -> str:
-    for secret in _secret_values():
-        text = text.replace(secret, "***")
-    return text
-
-
 def secret_scrubber() -> Callable[[Any], Any]:
-    """A function that replaces API-key values by ``***`` in every string of a value (strings, lists,
+    """A function that applies ``rag_core.api_keys.redact`` to every string of a value (strings, lists,
     mappings; keys included): for text that must be kept, such as traces. Identity when no key is set."""
-    if not _secret_values():
+    if not secret_values():
         return lambda value: value
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
-            return _redacted(value)
+            return redact(value)
         if isinstance(value, Mapping):
             return {scrub(key): scrub(item) for key, item in value.items()}
         if isinstance(value, (list, tuple)):
