@@ -9,7 +9,7 @@ papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (run
 input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs read back), ``explore``
 (the exploration notebook's helpers), ``holdout`` (held-out queries), ``intervals`` (bootstrap
 intervals), ``honest`` (the winner chosen on tuning queries), ``sweep_report`` (a sweep's table and
-holdout report), ``judge_calibration`` (the judge against human scores).
+holdout report), ``judge_calibration`` (the judge against human scores), ``plots`` (every plot).
 """
 
 from rag_core._lazy import lazy_exports

@@ -1,6 +1,6 @@
-"""Comparing evaluation runs read back from MLflow: a table best first, metric-vs-setting and
-quality-vs-latency plots, and a paired significance test between two runs (``ranx.compare``); the
-table's metrics can carry bootstrap 95% intervals over queries (``rag_core.workbench.intervals``).
+"""Comparing evaluation runs read back from MLflow: a table best first, and a paired significance
+test between two runs (``ranx.compare``); the metric-vs-setting and quality-vs-latency plots are in
+``rag_core.workbench.plots``. The table's metrics can carry bootstrap 95% intervals over queries (``rag_core.workbench.intervals``).
 
 Runs come from one sweep (its parent run's children; by default the latest sweep of the experiment)
 or from every evaluation run of an experiment. A table row is one run: its run id and name, every
@@ -13,7 +13,7 @@ document level, whose relevance does not depend on the chunking; chunk-level rel
 between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.sweep`` and
 ``notebooks/03-compare.ipynb``; logging runs is ``rag_core.workbench.tracking``. Settings whose values are
 whole numbers stay integers in the table (``256``, not ``256.000``), even beside a failed run.
-Left out: plots of more than one metric at a time, tests other than ranx's.
+Left out: tests other than ranx's.
 """
 
 from __future__ import annotations
@@ -136,58 +136,6 @@ def baseline_run(runs: "pd.DataFrame", defaults: RagConfig | None = None) -> "pd
     swept = swept_settings(runs) or [name for name in setting_names() if name in runs]
     matches = runs.apply(lambda row: sum(str(row[name]) == defaults[name] for name in swept), axis=1)
     return runs.loc[matches.idxmax()]
-
-
-# --- plots --------------------------------------------------------------------------------------
-def plot_metric_vs(runs: "pd.DataFrame", setting: str, metric: str, *, by: str | None = None, ax=None):
-    """`metric` against `setting`: every run a dot, a line through the mean at each value (one line
-    per value of `by`, when given)."""
-    ax = ax or _axes()
-    groups = runs.groupby(by) if by else [(None, runs)]
-    for value, group in groups:
-        ax.scatter(group[setting], group[metric], alpha=0.5)
-        means = group.groupby(setting)[metric].mean()
-        ax.plot(means.index, means.values, marker="o", label=f"{by}={value}" if by else "mean over the other settings")
-    ax.set_xlabel(setting)
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} vs {setting}")
-    ax.legend()
-    return ax
-
-
-def plot_quality_vs_latency(runs: "pd.DataFrame", metric: str, latency: str = "latency/total_p50_ms", *,
-                            label_with: Sequence[str] = (), ax=None):
-    """Each run a dot (quality up, latency right), the Pareto front (no run both faster and better) as a line."""
-    ax = ax or _axes()
-    ax.scatter(runs[latency], runs[metric])
-    # Each dot names only the settings where its run differs from the most common value: readable on wide grids.
-    usual = {name: runs[name].astype(str).mode().iloc[0] for name in label_with}
-    for _, row in runs.iterrows():
-        if label_with:
-            changed = [f"{name}={row[name]}" for name in label_with if str(row[name]) != usual[name]]
-            ax.annotate(" ".join(changed) or "(most common values)", (row[latency], row[metric]),
-                        fontsize=7, alpha=0.8, xytext=(3, 3), textcoords="offset points")
-    positive = runs[latency][runs[latency] > 0]
-    if len(positive) and positive.max() > 100 * positive.min():  # latencies spanning orders of magnitude
-        ax.set_xscale("log")
-    front, best = [], float("-inf")
-    for _, row in runs.sort_values([latency, metric], ascending=[True, False]).iterrows():
-        if row[metric] > best:
-            front.append((row[latency], row[metric]))
-            best = row[metric]
-    if front:
-        ax.plot(*zip(*front), color="tab:red", label="Pareto front")
-        ax.legend()
-    ax.set_xlabel(f"{latency} (ms per query)")
-    ax.set_ylabel(metric)
-    ax.set_title("Quality vs latency")
-    return ax
-
-
-def _axes():
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(6, 4))[1]
 
 
 # --- significance -------------------------------------------------------------------------------

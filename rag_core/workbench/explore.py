@@ -5,6 +5,7 @@ truncates), and how one query is ranked at every stage, with every score side by
 chunk is indexed with (``indexed_text``).
 
 ``expansion_table`` and ``child_table`` show what query expansion and parent-child retrieval did.
+Its plots are in ``rag_core.workbench.plots``.
 Everything here reads; the pipeline builds its indexes in the store as usual. Evaluating many
 queries is ``rag_core.evaluate.evaluation``; comparing runs is ``rag_core.workbench.compare``.
 """
@@ -97,33 +98,6 @@ def token_counts(pipeline: Pipeline) -> list[int]:
     return counts
 
 
-def plot_chunk_lengths(chunks: Sequence[Chunk], chunk_size: int | None = None, ax=None):
-    """Histogram of chunk lengths in words, with the configured chunk_size marked."""
-    ax = ax or _axes()
-    ax.hist([len(chunk.text.split()) for chunk in chunks], bins=30)
-    if chunk_size:
-        ax.axvline(chunk_size, color="tab:red", linestyle="--", label=f"chunk_size = {chunk_size} words")
-        ax.legend()
-    ax.set_xlabel("words per chunk")
-    ax.set_ylabel("chunks")
-    ax.set_title(f"Chunk lengths ({len(chunks)} chunks)")
-    return ax
-
-
-def plot_token_truncation(counts: Sequence[int], max_seq_length: int, ax=None):
-    """Histogram of tokens per chunk; chunks right of the line are truncated by the embedding model."""
-    ax = ax or _axes()
-    truncated = sum(count > max_seq_length for count in counts)
-    ax.hist(counts, bins=30)
-    ax.axvline(max_seq_length, color="tab:red", linestyle="--", label=f"max_seq_length = {max_seq_length} tokens")
-    ax.set_xlabel("tokens per chunk (embedding model's tokenizer)")
-    ax.set_ylabel("chunks")
-    share = 100 * truncated / len(counts) if counts else 0.0
-    ax.set_title(f"Token counts: {truncated} of {len(counts)} chunks truncated ({share:.0f}%)")
-    ax.legend()
-    return ax
-
-
 def stage_table(retrieval: Retrieval, text_chars: int = 80) -> "pd.DataFrame":
     """Every chunk any stage returned, with its rank and score at each stage (NaN: not in that list)
     and its final rank; final results first, then by fused rank."""
@@ -210,9 +184,3 @@ def record(result: dict[str, Any]) -> None:
 
     display({"application/json": json.loads(json.dumps(result, default=str)),
              "text/plain": json.dumps(result, indent=1, default=str)[:2000]}, raw=True)
-
-
-def _axes():
-    import matplotlib.pyplot as plt
-
-    return plt.subplots(figsize=(7, 3.5))[1]

@@ -14,7 +14,7 @@ What a run holds (``log_evaluation``):
   ``metric_name_from_mlflow`` turns names read back from MLflow into the ``@`` form again;
 - tags: the git commit (``mlflow.source.git.commit``), the fingerprints, and whatever the caller adds
   (``rag.point_hash`` for sweep points);
-- artifacts (PNG plots drawn here too): ``per_query.csv``, ``metrics.json`` (``@`` names), ``ranx/qrels.json`` and
+- artifacts (the plots drawn by ``rag_core.workbench.plots``): ``per_query.csv``, ``metrics.json`` (``@`` names), ``ranx/qrels.json`` and
   ``ranx/run.json`` (level -> query -> item -> score, what ``ranx.compare`` needs), and the plots
   ``plots/retrieval_by_level.png`` and ``plots/latency_by_stage.png``.
 
@@ -45,6 +45,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from rag_core.api_keys import KEY_ENV, redact, secret_values
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
 from rag_core.evaluate.relevance import LEVELS, collapse_ranking
+from rag_core.workbench.plots import plot_latency_by_stage, plot_retrieval_by_level
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -335,43 +336,3 @@ def _slug(name: str) -> str:
 
     readable = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-")[:60] or "experiment"
     return f"{readable}-{hashlib.sha1(name.encode()).hexdigest()[:8]}"
-
-
-# --- plots --------------------------------------------------------------------------------------
-def plot_retrieval_by_level(metrics: Mapping[str, float], path: Path) -> None:
-    """Grouped bars: each retrieval metric (recall@k, ndcg@k, hit_rate@k, mrr) at chunk, page, doc level."""
-    names = list(dict.fromkeys(name.split("/", 1)[1] for name in metrics if name.split("/", 1)[0] in LEVELS))
-    figure, axes = _figure(max(6.0, 0.9 * len(names) + 2))
-    width = 0.8 / len(LEVELS)
-    for offset, level in enumerate(LEVELS):
-        values = [metrics.get(f"{level}/{name}", 0.0) for name in names]
-        axes.bar([i + (offset - 1) * width for i in range(len(names))], values, width, label=level)
-    axes.set_xticks(range(len(names)), names, rotation=30, ha="right")
-    axes.set_ylim(0, 1.2)
-    axes.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
-    axes.set_ylabel("mean over queries")
-    axes.set_title(f"Retrieval quality by level ({int(metrics.get('eval/queries', 0))} queries)")
-    axes.legend(loc="upper center", ncols=len(LEVELS))
-    figure.savefig(path, dpi=100)
-
-
-def plot_latency_by_stage(metrics: Mapping[str, float], path: Path) -> None:
-    """Bars of p50 and p95 latency (ms) for each pipeline stage that ran."""
-    stages = [name[len("latency/"):-len("_p50_ms")] for name in metrics
-              if name.startswith("latency/") and name.endswith("_p50_ms")]
-    figure, axes = _figure(max(5.0, 1.1 * len(stages) + 2))
-    for offset, percentile in enumerate(("p50", "p95")):
-        values = [metrics[f"latency/{stage}_{percentile}_ms"] for stage in stages]
-        axes.bar([i + (offset - 0.5) * 0.4 for i in range(len(stages))], values, 0.4, label=percentile)
-    axes.set_xticks(range(len(stages)), stages)
-    axes.set_ylabel("milliseconds per query")
-    axes.set_title("Latency by stage")
-    axes.legend()
-    figure.savefig(path, dpi=100)
-
-
-def _figure(width: float):
-    from matplotlib.figure import Figure  # no pyplot: no global state, safe in threads
-
-    figure = Figure(figsize=(width, 4), layout="tight")
-    return figure, figure.subplots()
