@@ -20,8 +20,8 @@ passage's first ``PASSAGE_CHARS`` characters, metadata = doc_uri (the document),
 page_end, rank, score. Each span lasts what the pipeline measured for its stage; stages are laid back
 to back from the moment the query's retrieval began, and generation follows retrieval (in an
 evaluation answers are generated after all retrievals: a trace shows one query as a user waits for it).
-Each trace has the tag ``rag.query_id``. Secrets: the value of a set API-key variable is replaced by
-``***`` in every string of a trace.
+Each trace has the tag ``rag.query_id``. Secrets: when any API key is known to the process (set in the
+environment or given to a client), every string of a trace goes through ``rag_core.api_keys.redact``.
 Left out: spans for the LLM judge's calls (its scores are attributes of the query span); traces of
 ``rag-pipeline query``.
 """
