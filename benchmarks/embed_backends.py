@@ -10,7 +10,7 @@ Agreement with torch: the mean cosine of each chunk's vector to torch's, and nDC
 search (cosine, every document scored) on two judged sets:
 - ``sample-pages``: the sample corpus's pages as documents, its golden queries judged by their
   evidence pages (real English text, 36 queries: small);
-- ``synthetic-beir``: ``rag_core.ingest.beir.write_synthetic_beir`` (made-up words; the queries are
+- ``synthetic-beir``: ``rag_core.evaluate.beir.write_synthetic_beir`` (made-up words; the queries are
   a document's rare words), ``--beir-docs`` documents and ``--beir-queries`` queries.
 
 Target (issue 10): the best backend that keeps nDCG@10 within 0.005 of torch's at >= 1.5x torch's
@@ -42,7 +42,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rag_core.config import DEFAULT_EMBED_MODEL, RagConfig  # noqa: E402
 from rag_core.evaluate.golden import load_golden  # noqa: E402
 from rag_core.evaluate.metrics import query_metric  # noqa: E402
-from rag_core.ingest.beir import load_beir, write_synthetic_beir  # noqa: E402
+from rag_core.evaluate.beir import load_beir, write_synthetic_beir  # noqa: E402
 from rag_core.ingest.chunking import chunk_corpus  # noqa: E402
 from rag_core.ingest.files import read_documents  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402

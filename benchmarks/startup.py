@@ -23,7 +23,7 @@ from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rag_core.ingest.beir import write_synthetic_beir  # noqa: E402
+from rag_core.evaluate.beir import write_synthetic_beir  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 

@@ -58,16 +58,17 @@ def warm_evals(store: Path, uri: str, mode: str, repeat: int,
     from rag_core.config import RagConfig
     from rag_core.retrieve import pipeline
     from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
+    from rag_core.workbench.tracking import TrackingTarget
 
     inputs = load_eval_inputs(input_dir=SAMPLE_DOCUMENTS_DIR, golden=SAMPLE_GOLDEN_FILE)
-    evaluate_and_log(RagConfig(mode=mode), inputs, store, tracking_uri=uri)
+    evaluate_and_log(RagConfig(mode=mode), inputs, store, tracking=TrackingTarget(uri=uri))
     found: dict[bool, list[tuple[float, float]]] = {True: [], False: []}
     for _ in range(repeat):
         for tracing in (False, True):
             if not reuse_candidates:
                 pipeline._CANDIDATES.clear()  # every query retrieved again, as in a new configuration
             started = time.perf_counter()
-            evaluation = evaluate_and_log(RagConfig(mode=mode, tracing=tracing), inputs, store, tracking_uri=uri)
+            evaluation = evaluate_and_log(RagConfig(mode=mode, tracing=tracing), inputs, store, tracking=TrackingTarget(uri=uri))
             found[tracing].append((time.perf_counter() - started, evaluation.timing.get("timing/tracing_seconds", 0.0)))
     return found
 

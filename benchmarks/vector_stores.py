@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import numpy as np  # noqa: E402
 
 from rag_core.config import RagConfig  # noqa: E402
-from rag_core.ingest.beir import load_beir, write_synthetic_beir  # noqa: E402
+from rag_core.evaluate.beir import load_beir, write_synthetic_beir  # noqa: E402
 from rag_core.ingest.corpus import Corpus  # noqa: E402
 from rag_core.retrieve.chroma_process import chroma_server  # noqa: E402
 from rag_core.retrieve.index import Index  # noqa: E402

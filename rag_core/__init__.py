@@ -1,8 +1,16 @@
 """RAG workbench: retrieval-augmented generation over PDFs, and the measurements to tune it.
 
-Subpackages by stage: ``ingest`` (documents, chunks), ``retrieve`` (dense, BM25, fusion, re-ranking),
-``generate`` (grounded answers), ``evaluate`` (golden sets, metrics, judge), ``workbench`` (MLflow,
-sweeps, notebooks' helpers), ``cli`` (``rag-pipeline``). The names below are the small public API.
+Layers, each importing only from those below it (no import cycle, counting imports inside functions):
+- the floor: ``records`` (the typed records stages pass), ``errors`` (error types and what they mean
+  to a user), ``jsonl``, ``progress``, ``paths``, ``api_keys``, ``doc_ids``; then ``config`` (which
+  reads the name tables kept beside their implementations, e.g. ``retrieve.tokenizer.TOKENIZERS``) and
+  ``llm`` (the LLM client, its errors and retries);
+- subpackages by stage: ``ingest`` (documents, chunks), ``retrieve`` (dense, BM25, fusion,
+  re-ranking), ``generate`` (grounded answers), ``evaluate`` (golden sets, metrics, judge);
+- ``service`` (the ingest/query front door) and ``workbench`` (evaluations logged to MLflow, sweeps,
+  notebooks' helpers, every result as text);
+- ``cli`` (``rag-pipeline``: arguments and exit codes) and ``demo``.
+The names below are the small public API.
 """
 
 from rag_core._lazy import lazy_exports
@@ -10,6 +18,6 @@ from rag_core._lazy import lazy_exports
 __version__ = "0.1.0"
 __getattr__, __all__ = lazy_exports(__name__, {
     "RagConfig": "config", "load_config": "config", "Pipeline": "retrieve.pipeline",
-    "evaluate_config": "evaluate.evaluation", "load_sweep": "workbench.sweep_file", "run_sweep": "workbench.sweep",
+    "evaluate_config": "evaluate.evaluator", "load_sweep": "workbench.sweep_file", "run_sweep": "workbench.sweep",
     "ingest_directory": "service", "answer_query": "service",
 })

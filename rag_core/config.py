@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from rag_core.errors import ConfigError  # re-exported: rag_core.config.ConfigError
 from rag_core.retrieve.tokenizer import TOKENIZERS
 from rag_core.retrieve.vector_backends import is_valid_vector_store, valid_forms
 
@@ -48,10 +49,6 @@ ENV_OVERRIDES = {
     "llm_timeout_s": "RAG_LLM_TIMEOUT_S",
     "llm_max_retries": "RAG_LLM_MAX_RETRIES",
 }
-
-
-class ConfigError(ValueError):
-    """A setting is unknown or has a value it cannot take."""
 
 
 @dataclass(frozen=True)

@@ -47,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config()
     started = time.perf_counter()
 
-    from rag_core.service import answer_query, format_answer, ingest_directory
+    from rag_core.service import answer_query, ingest_directory
+    from rag_core.workbench.reports import format_answer, format_sweep
 
     _heading(f"1. Ingesting the sample corpus ({SAMPLE_DOCUMENTS_DIR.relative_to(PROJECT_ROOT)}) into {store}")
     report = ingest_directory(SAMPLE_DOCUMENTS_DIR, store, config, progress=True)
@@ -60,14 +61,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nQ{number}: {question}\n")
         print(_shortened(format_answer(answer_query(question, store, config))))
 
-    from rag_core.cli.sweep import format_result
     from rag_core.workbench import load_sweep, run_sweep
 
     spec = load_sweep(args.sweep)
     _heading(f"3. Sweep {spec.name!r} ({Path(args.sweep).name}): papermill runs notebooks/02-evaluate.ipynb "
              f"once per point, each point one MLflow run")
     result = run_sweep(spec, store, workers=args.workers)
-    print("\n" + format_result(result))
+    print("\n" + format_sweep(result))
 
     _heading("4. Where to look")
     uri = result.tracking_uri

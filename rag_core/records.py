@@ -4,6 +4,8 @@ Shapes:
 - ``Document``: one input file, its whole text and where each page starts in it.
 - ``Chunk``: a span of a document's text with its page span and a deterministic id.
 - ``Hit``: a chunk as ranked by a stage, with the score and rank it had at every stage it went through.
+- ``Passage``: a span of one page of a document, with where in the document it lies (golden questions
+  are written from passages: ``rag_core.evaluate.passage_sampling``, ``rag_core.generate.question_writer``).
 - runs (for ``ranx``): ``dict[query_id, dict[item_id, float]]``.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Sequence
 
@@ -102,5 +105,26 @@ class Hit:
     score: float  # score at the last stage the hit went through
     stages: dict[str, StageScore] = field(default_factory=dict)  # "dense" | "bm25" | "fused" | "rerank"
 
+
+@dataclass(frozen=True)
+class Passage:
+    doc_id: str
+    page: int  # 1-based
+    position: str  # "beginning" | "middle" | "end": which third of its document
+    text: str  # == document.text[char_start:char_end]
+    char_start: int
+    char_end: int
+
+    @property
+    def has_number(self) -> bool:
+        return bool(_DIGIT.search(self.text))
+
+    @property
+    def sentences(self) -> int:
+        return len(_SENTENCE_END.findall(self.text))
+
+
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+_DIGIT = re.compile(r"\d")
 
 Run = dict[str, dict[str, float]]  # query_id -> item_id -> score

@@ -1,8 +1,10 @@
-"""What the CLI commands do, as plain functions that notebooks and tests can call too.
+"""The front door for ingesting and querying: what ``rag-pipeline ingest`` and ``query`` do, as plain
+functions that notebooks, the demo and tests call too.
 
 ``ingest_directory`` reads a folder into the document store and builds the indexes for a
 configuration; ``open_pipeline`` opens the store's corpus for querying; ``answer_query`` retrieves
-and answers. Formatting for the terminal lives here as well, so the CLI stays a thin layer of flags.
+and answers (a ``QueryResult``, whose ``as_json`` is what ``query --json`` prints). Their text for a
+person is ``rag_core.workbench.reports``; flags and exit codes are ``rag_core.cli``.
 
 An ingest holds the store's ingest lock (``<store>/ingest.lock``) from start to end, and registers
 its documents only after their indexes are built: a killed ingest leaves the store as it was
@@ -10,7 +12,7 @@ its documents only after their indexes are built: a killed ingest leaves the sto
 registered corpus whose indexes exist. A store that is a file is bad input (exit 2); a store that
 cannot be written is a ``StoreError`` naming the path and the cause (exit 1).
 Left out: removing documents from a store, waiting for an ingest before querying (queries see the
-last complete one).
+last complete one), evaluation (``rag_core.workbench.evaluation``).
 """
 
 from __future__ import annotations
@@ -26,23 +28,12 @@ from pathlib import Path
 from typing import Any
 
 from rag_core.config import RagConfig
-from rag_core.ingest.corpus import Corpus, DocumentStore, exclusive_lock, write_json_atomic
+from rag_core.errors import BadInput, StoreError
+from rag_core.generate.answer import Answer, answer_question
+from rag_core.ingest.corpus import DocumentStore, exclusive_lock, store_corpus, write_json_atomic
 from rag_core.ingest.files import read_documents
-from rag_core.retrieve.pipeline import STAGES, Pipeline, Retrieval
 from rag_core.records import Document
-
-
-class BadInput(Exception):
-    """The user's input is wrong; the message says what to do (exit code 2)."""
-
-
-class EmptyStore(BadInput):
-    """No documents have been ingested into the store yet."""
-
-
-class StoreError(Exception):
-    """The store cannot be read or written (permissions, read-only or full disk): exit code 1."""
-
+from rag_core.retrieve.pipeline import Pipeline, Retrieval
 
 log = logging.getLogger(__name__)
 
@@ -127,16 +118,6 @@ def _active_chunk_ids(store_dir: Path) -> set[str]:
         return {json.loads(line)["id"] for line in lines}
 
 
-def store_corpus(store_dir: Path) -> Corpus:
-    corpus = DocumentStore(store_dir).corpus()
-    if not len(corpus):
-        raise EmptyStore(
-            f"no documents in the store {store_dir}. Ingest some first: "
-            f"rag-pipeline ingest --input ./documents" + (f" --store {store_dir}" if str(store_dir) != ".rag_store" else "")
-        )
-    return corpus
-
-
 def open_pipeline(store_dir: Path, config: RagConfig, progress: bool = True) -> Pipeline:
     """A pipeline over the store's registered corpus. Indexes these settings have not built yet are
     built on first use, and announced here: only an ingest builds them silently."""
@@ -150,7 +131,7 @@ def open_pipeline(store_dir: Path, config: RagConfig, progress: bool = True) -> 
 @dataclass(frozen=True)
 class QueryResult:
     retrieval: Retrieval
-    answer: Any  # rag_core.generate.answer.Answer
+    answer: Answer
 
     def as_json(self) -> dict[str, Any]:
         answer = self.answer
@@ -179,8 +160,6 @@ class QueryResult:
 
 def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: bool = True,
                  where: dict[str, Any] | None = None) -> QueryResult:
-    from rag_core.generate.answer import answer_question
-
     if not question.strip():
         raise BadInput("the question is empty: give it in quotes, e.g. rag-pipeline query \"What is ...?\"")
     with store_access(store_dir):
@@ -188,94 +167,3 @@ def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: boo
         retrieval = pipeline.retrieve(question, where=where)
     answer = answer_question(question, retrieval.hits, config, use_llm=use_llm)
     return QueryResult(retrieval, answer)
-
-
-def format_answer(result: QueryResult) -> str:
-    answer = result.answer
-    lines = [answer.text.rstrip()]
-    if answer.warning:
-        lines += ["", f"note: {answer.warning}"]
-    if answer.sources:
-        lines += ["", "Sources:"] + [f"  {source}" for source in answer.sources]
-    meta = f"mode: {answer.mode}"
-    if answer.model:
-        meta += f", model: {answer.model}"
-    if answer.usage:
-        meta += f", tokens: {answer.usage.get('input_tokens')} in / {answer.usage.get('output_tokens')} out"
-    lines += ["", meta]
-    return "\n".join(lines)
-
-
-def format_explain(result: QueryResult, config: RagConfig | None = None) -> str:
-    """A table: each final passage's rank and score at every stage it went through."""
-    header = f"{'#':>2}  {'passage':<40}" + "".join(f"{stage:>16}" for stage in STAGES)
-    rows = [header, "-" * len(header)]
-    for position, hit in enumerate(result.retrieval.hits, start=1):
-        label = f"{hit.chunk.doc_id} p{hit.chunk.page_start}" + (
-            f"-{hit.chunk.page_end}" if hit.chunk.page_end != hit.chunk.page_start else "")
-        cells = []
-        for stage in STAGES:
-            score = hit.stages.get(stage)
-            ran = stage in result.retrieval.stages
-            cells.append(f"{f'#{score.rank} {score.score:.4g}' if score else ('-' if ran else 'off'):>16}")
-        rows.append(f"{position:>2}  {label[:40]:<40}" + "".join(cells))
-    latency = ", ".join(f"{name} {ms:.1f} ms" for name, ms in result.retrieval.latency_ms.items())
-    rows += ["", "(rank and score per stage; '-' = not in that stage's list, 'off' = stage not run)",
-             f"latency: {latency}"]
-    if result.retrieval.filter:
-        rows.append(f"filter: {result.retrieval.filter} (applied before ranking)")
-    if result.retrieval.routed:
-        rows.append("routed to: " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
-                                             for rank, item in enumerate(result.retrieval.routed, start=1)))
-    elif config is not None and config.route_docs:
-        rows.append("routing: not applied, the question names no document (route_when named): every document searched")
-    rows += explain_retrieval_settings(result.retrieval, config)
-    return "\n".join(rows)
-
-
-def explain_retrieval_settings(retrieval: Retrieval, config: RagConfig | None) -> list[str]:
-    """Lines on fusion, query expansion and parent-child chunks, when they differ from plain retrieval."""
-    lines: list[str] = []
-    if config is not None and config.mode == "hybrid" and (config.fusion != "rrf" or config.fusion_weights):
-        weights = ",".join(f"{w:g}" for w in config.fusion_weights) or "equal"
-        norm = "" if config.fusion == "rrf" else f", {config.fusion_norm} normalisation"
-        lines.append(f"fusion: {config.fusion}{norm}, weights (dense, bm25) {weights}")
-    expansion = retrieval.expansion
-    if expansion.get("method") == "rm3":
-        terms = ", ".join(f"{term} {weight:.3f}" for term, weight in expansion.get("terms", {}).items())
-        lines.append(f"query expansion rm3 (BM25 query as weighted terms): {terms or 'no feedback documents'}")
-    elif expansion.get("method") == "multi_query":
-        lines.append(f"query expansion multi_query ({expansion['model']}, {expansion['input_tokens']} tokens in / "
-                     f"{expansion['output_tokens']} out); rephrasings, each retrieved and fused with RRF:")
-        lines += [f"  {n}. {text}" for n, text in enumerate(expansion["queries"], start=1)]
-    elif expansion.get("method") == "hyde":
-        lines.append(f"query expansion hyde ({expansion['model']}, {expansion['input_tokens']} tokens in / "
-                     f"{expansion['output_tokens']} out); hypothetical passage embedded with the query:")
-        lines.append("  " + " ".join((expansion.get("passage") or "(empty)").split())[:300])
-    if retrieval.child_ranking:
-        lines.append(f"parent-child: {len(retrieval.child_ranking)} child chunks ranked, collapsed to their parents "
-                     "(each at its best child's rank); the passages above are the parents")
-    return [""] + lines if lines else []
-
-
-def known_failure(exc: Exception) -> tuple[str, int] | None:
-    """(readable message, exit code) for failures the user can act on; None for bugs (tracebacks)."""
-    from rag_core.evaluate.golden import GoldenSetError
-    from rag_core.api_keys import redact
-    from rag_core.generate.llm import LLMError
-    from rag_core.retrieve.models import ModelLoadError
-    from rag_core.retrieve.vector_errors import VectorStoreError
-
-    from rag_core.ingest.extraction import ExtractionError
-    from rag_core.ingest.metadata import MetadataError
-    from rag_core.retrieve.filters import FilterError
-
-    if isinstance(exc, (BadInput, GoldenSetError, FilterError, MetadataError, ExtractionError)):
-        return str(exc), 2
-    if isinstance(exc, (ModelLoadError, StoreError, VectorStoreError)):
-        return str(exc), 1
-    if type(exc).__name__ == "ClusterUnavailable":  # rag_core.workbench.ray_executor (imports ray)
-        return str(exc), 1
-    if isinstance(exc, LLMError):
-        return redact(str(exc)), 1
-    return None

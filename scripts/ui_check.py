@@ -115,10 +115,12 @@ def evaluated_store(folder: Path, queries: int = 3) -> dict[str, str]:
     from rag_core.config import RagConfig
     from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
     from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
+    from rag_core.workbench.tracking import TrackingTarget
 
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     inputs = load_eval_inputs(input_dir=SAMPLE_DOCUMENTS_DIR, golden=SAMPLE_GOLDEN_FILE, max_queries=queries)
-    evaluation = evaluate_and_log(RagConfig(mode="bm25", rerank_depth=0), inputs, folder / "store", tracking_uri=uri)
+    evaluation = evaluate_and_log(RagConfig(mode="bm25", rerank_depth=0), inputs, folder / "store",
+                                  tracking=TrackingTarget(uri=uri))
     from mlflow.tracking import MlflowClient
 
     run = MlflowClient(uri).get_run(evaluation.run_id)
@@ -129,7 +131,7 @@ def evaluated_store(folder: Path, queries: int = 3) -> dict[str, str]:
 def check_mlflow(folder: Path) -> dict:
     from rag_core.workbench.experiment_view import runs_view_url
     from rag_core.workbench.tracking import mlflow_metric_name
-    from rag_core.workbench.sweep_file import DEFAULT_PRIMARY_METRIC
+    from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC
 
     logged = evaluated_store(folder)
     port = free_port()

@@ -14,7 +14,7 @@ from llm_server import rate_limited, reply
 from rag_core.evaluate.answers import judge_answers
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import DocumentStore
-from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import load_golden
 from rag_core.retrieve.tokenizer import get_tokenizer
 
@@ -79,7 +79,7 @@ def test_judged_evaluation_averages_present_scores_and_marks_failures_missing(
         reply("no json"), reply("still none"), reply("nope"), reply("{}"),
         judge(5), judge(2), judge(4),
     )
-    from rag_core.generate.llm import LLMClient
+    from rag_core.llm import LLMClient
 
     metrics, rows = judge_answers(queries, report.retrievals, config, client=LLMClient.from_config(config),
                                   backoff_s=0.001)

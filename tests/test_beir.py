@@ -1,4 +1,4 @@
-"""Reading a BEIR dataset (rag_core.ingest.beir) from the tiny fixture in tests/fixtures/beir-tiny.
+"""Reading a BEIR dataset (rag_core.evaluate.beir) from the tiny fixture in tests/fixtures/beir-tiny.
 
 The fixture: 8 corpus documents (d3 has an empty title), 4 queries, and qrels/test.tsv with graded
 scores (2 and 1) and zeros: q1 -> d1 (2), d2 (1); q2 -> d3, d4 (1), d1 (0); q3 -> d6 (2), d5 (1);
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rag_core.ingest.beir import load_beir
+from rag_core.evaluate.beir import load_beir
 from rag_core.evaluate.golden import Evidence, GoldenSetError
 from rag_core.records import Chunk
 from rag_core.evaluate.relevance import build_qrels

@@ -8,7 +8,7 @@ from sweep_fixtures import tiny_corpus  # noqa: F401 - fixture
 
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
-from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import load_golden
 from rag_core.ingest.files import read_documents
 from rag_core.evaluate.relevance import LEVELS

@@ -117,7 +117,7 @@ def test_bm25_mode_loads_no_embedding_model(tiny_corpus, tmp_path):  # noqa: F81
 
 
 def test_beir_5000_abstracts_bm25_well_under_a_minute(tmp_path):
-    from rag_core.ingest.beir import write_synthetic_beir
+    from rag_core.evaluate.beir import write_synthetic_beir
 
     write_synthetic_beir(tmp_path / "beir")
     started = time.perf_counter()

@@ -15,7 +15,7 @@ from conftest import run_cli
 from llm_fixtures import PLANTED_KEY, anthropic_env, clean_llm_env, llm_server, openai_env  # noqa: F401
 from llm_server import reply
 from rag_core.config import ConfigError, RagConfig
-from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import Evidence, GoldenQuery
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document
@@ -117,7 +117,8 @@ def test_hyde_needs_dense_retrieval():
 
 @pytest.mark.slow
 def test_hyde_searches_the_mean_of_query_and_passage_embeddings(anthropic_env, sample_store):
-    from rag_core.service import open_pipeline, format_explain, QueryResult
+    from rag_core.service import QueryResult, open_pipeline
+    from rag_core.workbench.reports import format_explain
 
     passage = "Keys are rotated every 90 days; a new key is issued before the old one expires."
     anthropic_env.script(reply(passage, input_tokens=60, output_tokens=30))

@@ -9,11 +9,13 @@ import pytest
 
 from llm_fixtures import FAST, PLANTED_KEY, anthropic_env, clean_llm_env, llm_server, make_hit, openai_env  # noqa: F401
 from llm_server import rate_limited, reply
-import rag_core.generate.answer as generate
+import rag_core.llm.delimiters as delimiters
 from rag_core.config import DEFAULT_LLM_MODEL, RagConfig, load_config
 from rag_core.generate.answer import EXTRACTIVE_LABEL, NO_ANSWER_TEXT, answer_question, build_prompt, passage_clears
 from rag_core.doc_ids import printable_doc_id
-from rag_core.generate.llm import InvalidAPIKey, LLMClient, LLMUnavailable
+from rag_core.retrieve.pipeline import Retrieval
+from rag_core.service import QueryResult
+from rag_core.llm import InvalidAPIKey, LLMClient, LLMUnavailable
 
 QUERY = "What is the default API rate limit?"
 HITS = [
@@ -93,7 +95,7 @@ def test_delimiting_holds_for_a_passage_that_closes_the_delimiter(anthropic_env)
 
 def test_nonce_never_occurs_in_the_passages(monkeypatch):
     codes = iter(["0123456789abcdef", "fedcba9876543210"])
-    monkeypatch.setattr(generate.secrets, "token_hex", lambda n: next(codes))
+    monkeypatch.setattr(delimiters.secrets, "token_hex", lambda n: next(codes))
     system, user = build_prompt(QUERY, [make_hit("evil.pdf", INJECTION)])
     assert "passage-fedcba9876543210" in system and "</passage-fedcba9876543210>" in user
     with pytest.raises(ValueError, match="occurs in the text"):
@@ -205,13 +207,14 @@ def test_explicit_client_and_model(anthropic_env):
     assert anthropic_env.requests[0].body["model"] == "claude-haiku-4-5"
 
 
-def test_answer_to_dict_is_json(anthropic_env):
+def test_query_json_holds_the_answer_and_its_passages(anthropic_env):
     anthropic_env.script(reply(ANSWER))
-    data = json.loads(json.dumps(answer_question(QUERY, HITS, RagConfig()).to_dict()))
+    answer = answer_question(QUERY, HITS, RagConfig())
+    assert answer.citation_check.n_citations == 2
+    data = json.loads(json.dumps(QueryResult(Retrieval(QUERY, HITS, {}, {}), answer).as_json()))  # query --json
     assert data["mode"] == "llm" and data["answer"] == ANSWER
     assert data["passages"][1]["page_start"] == 7 and data["passages"][1]["page_end"] == 8
     assert data["passages"][0]["scores"]["bm25"] == {"rank": 1, "score": 7.5}
-    assert data["citation_check"]["n_citations"] == 2
 
 
 # --- document ids are data too ------------------------------------------------------------------

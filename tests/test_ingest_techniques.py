@@ -10,7 +10,7 @@ import pytest
 from conftest import run_cli
 from pdf_factory import write_headed_pdf, write_pdf, write_table_pdf
 from rag_core.config import ConfigError, RagConfig
-from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import load_golden
 from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.files import read_documents
@@ -166,7 +166,7 @@ def test_ingest_with_tables_stores_them_and_sidecar_metadata_reaches_the_store(t
     (tmp_path / "docs" / "metadata.jsonl").write_text(json.dumps({"doc_id": "t.pdf", "kind": "costs"}) + "\n")
     store = tmp_path / "store"
     ingest_directory(tmp_path / "docs", store, RagConfig(extract_tables=True, **BM25))
-    from rag_core.service import store_corpus
+    from rag_core.ingest.corpus import store_corpus
 
     stored = store_corpus(store).documents[0]
     assert "| Rent | 10 |" in stored.text and stored.meta == {"kind": "costs"} and stored.extraction == "tables"

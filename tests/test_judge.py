@@ -20,7 +20,7 @@ from rag_core.evaluate.judge import (
     load_rubrics,
     parse_judge_reply,
 )
-from rag_core.generate.llm import LLMClient
+from rag_core.llm import LLMClient
 
 QUERY = "What is the default API rate limit?"
 HITS = [make_hit("api/reference.pdf", "Each key may send 600 requests per minute.", page=3)]

@@ -20,7 +20,7 @@ from llm_fixtures import (  # noqa: F401
 )
 from llm_server import hanging, malformed, prompt_too_long, rate_limited, reply
 from rag_core.config import RagConfig
-from rag_core.generate.llm import (
+from rag_core.llm import (
     ContextTooLong,
     InvalidAPIKey,
     LLMClient,

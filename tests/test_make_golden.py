@@ -15,15 +15,15 @@ from llm_responders import NOT_IN_ANY_DOCUMENT, GoldenWriter
 from llm_server import Scripted
 from pdf_factory import write_pdf
 from rag_core.evaluate.golden import load_golden
-from rag_core.evaluate.make_golden import generate_golden
+from rag_core.evaluate.golden_generation import generate_golden
 from rag_core.evaluate.near_duplicates import near_duplicate
-from rag_core.evaluate.passage_sampling import Passage, interleave, position_in, stratified_order
+from rag_core.evaluate.passage_sampling import interleave, position_in, stratified_order
 from rag_core.generate.cost import TokenUsage, estimate_cost, price_of
-from rag_core.generate.llm import LLMClient
+from rag_core.llm import LLMClient
 from rag_core.generate.question_writer import MalformedQuestionReply, parse_question_reply, question_prompt
 from rag_core.ingest.files import read_documents
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR
-from rag_core.records import Document
+from rag_core.records import Document, Passage
 
 PAGES = {  # document -> page texts; every page is one passage of 25+ words with a distinct first sentence
     "harbour.pdf": [

@@ -7,7 +7,7 @@ from math import log2
 import pytest
 
 from rag_core.evaluate.golden import Evidence, GoldenQuery
-from rag_core.evaluate.metrics import EvalResult, evaluate_rankings, first_relevant_rank, latency_summary, metric_names
+from rag_core.evaluate.metrics import RankingMetrics, evaluate_rankings, first_relevant_rank, latency_summary, metric_names
 from rag_core.records import Chunk, Document
 from rag_core.evaluate.relevance import build_qrels
 
@@ -51,7 +51,7 @@ RANKED = {
 
 
 @pytest.fixture(scope="module")
-def result() -> EvalResult:
+def result() -> RankingMetrics:
     return evaluate_rankings(QRELS, RANKED, ks=(3, 5))
 
 

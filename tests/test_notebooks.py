@@ -14,7 +14,7 @@ from sweep_fixtures import sqlite_uri, tiny_corpus  # noqa: F401 - fixtures
 from rag_core.config import RagConfig, setting_names
 from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
 from rag_core.paths import NOTEBOOKS_DIR, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
-from rag_core.workbench.tracking import Tracker
+from rag_core.workbench.tracking import Tracker, TrackingTarget
 
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 
@@ -119,8 +119,8 @@ def three_runs(tmp_path_factory):
     runs = {}
     for chunk_size in (128, 256, 512):
         config = RagConfig(mode="bm25", rerank_depth=0, chunk_size=chunk_size)
-        evaluation = evaluate_and_log(config, inputs, folder / "store", tracking_uri=uri, experiment="sample",
-                                      parent_run_id=parent, tags={"rag.point_hash": f"p{chunk_size}"})
+        evaluation = evaluate_and_log(config, inputs, folder / "store", tracking=TrackingTarget(
+            uri=uri, experiment="sample", parent_run_id=parent, tags={"rag.point_hash": f"p{chunk_size}"}))
         runs[chunk_size] = evaluation
     tracker.finish(parent)
     return uri, parent, runs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from rag_core.config import ConfigError, RagConfig
-from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import Evidence, GoldenQuery
 from rag_core.ingest.chunking import chunk_document
 from rag_core.ingest.corpus import Corpus

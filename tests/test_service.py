@@ -12,7 +12,8 @@ import rag_core.ingest.corpus as corpus
 import rag_core.service as service
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import DocumentStore
-from rag_core.service import BadInput, StoreError, answer_query, ingest_directory, open_pipeline
+from rag_core.errors import BadInput, StoreError
+from rag_core.service import answer_query, ingest_directory, open_pipeline
 
 BM25 = RagConfig(mode="bm25", rerank_depth=0, chunk_size=64, overlap=8)
 

@@ -13,7 +13,7 @@ from conftest import run_cli
 from mlflow.tracking import MlflowClient
 from sweep_fixtures import smoke_sweep, sqlite_uri, tiny_corpus  # noqa: F401 - fixtures
 
-from rag_core.cli.sweep import format_result
+from rag_core.workbench.reports import format_sweep
 from rag_core.paths import EXPERIMENTS_DIR
 from rag_core.workbench import load_sweep, run_sweep
 from rag_core.workbench.sweep_report import read_sweep_holdout
@@ -75,7 +75,7 @@ def test_the_smoke_sweep_with_holdout_reports_tuned_and_held_out_scores(smoke_sw
     assert table["role"].iloc[0] in ("winner", "winner, default")
     for metric in (f"tune/{METRIC}", f"holdout/{METRIC}", METRIC, "page/recall@5", "doc/mrr", "latency/total_p50_ms"):
         assert ((table[f"{metric} ci_low"] <= table[metric] + 1e-12) & (table[metric] <= table[f"{metric} ci_high"] + 1e-12)).all()
-    printed = format_result(result)
+    printed = format_sweep(result)
     assert "optimism" in printed and f"held-out {report.winner.holdout}" in printed and "] " in printed
     assert str(report.default.holdout) in printed
 

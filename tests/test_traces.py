@@ -14,12 +14,12 @@ from conftest import STAND_IN_RERANKER
 from llm_fixtures import PLANTED_KEY, anthropic_env, clean_llm_env, llm_server  # noqa: F401 - fixtures
 from llm_server import reply
 from rag_core.config import RagConfig
-from rag_core.evaluate.evaluation import golden_fingerprint
+from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
 from rag_core.workbench.experiment_view import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_KEY, VIEW_TAG,
                                                 runs_view_url)
 from rag_core.workbench.traces import PASSAGE_CHARS, QUERY_ID_TAG, query_trace
-from rag_core.workbench.tracking import Tracker
+from rag_core.workbench.tracking import Tracker, TrackingTarget
 
 BM25 = RagConfig(mode="bm25", rerank_depth=0, chunk_size=40, overlap=8, k=3)
 
@@ -46,7 +46,7 @@ def document_ids(span) -> list[str]:
 
 
 def test_every_query_is_a_trace_of_its_run_with_the_stage_ranking(tiny_inputs, tmp_path, tracking_uri):  # noqa: F811
-    evaluation = evaluate_and_log(BM25, tiny_inputs, tmp_path / "store", tracking_uri=tracking_uri)
+    evaluation = evaluate_and_log(BM25, tiny_inputs, tmp_path / "store", tracking=TrackingTarget(uri=tracking_uri))
     report = evaluation.report
     traces = run_traces(tracking_uri, evaluation)
 
@@ -83,7 +83,7 @@ def test_every_query_is_a_trace_of_its_run_with_the_stage_ranking(tiny_inputs, t
 
 def test_tracing_off_logs_no_trace(tiny_inputs, tmp_path, tracking_uri):  # noqa: F811
     evaluation = evaluate_and_log(BM25.replace(tracing=False), tiny_inputs, tmp_path / "store",
-                                  tracking_uri=tracking_uri)
+                                  tracking=TrackingTarget(uri=tracking_uri))
     client = MlflowClient(tracking_uri)
     experiment = client.get_experiment_by_name(evaluation.experiment).experiment_id
     assert list(client.search_traces(locations=[experiment])) == []
@@ -93,7 +93,7 @@ def test_tracing_off_logs_no_trace(tiny_inputs, tmp_path, tracking_uri):  # noqa
 
 def test_the_golden_set_is_the_runs_dataset_input(tiny_inputs, tiny_corpus, tmp_path, tracking_uri):  # noqa: F811
     evaluation = evaluate_and_log(BM25.replace(tracing=False), tiny_inputs, tmp_path / "store",
-                                  tracking_uri=tracking_uri)
+                                  tracking=TrackingTarget(uri=tracking_uri))
     [logged] = MlflowClient(tracking_uri).get_run(evaluation.run_id).inputs.dataset_inputs
     assert logged.dataset.name == tiny_corpus.golden.stem
     assert logged.dataset.digest == golden_fingerprint(tiny_inputs.queries)
@@ -123,7 +123,7 @@ def test_the_experiment_opens_on_its_runs_with_the_workbench_columns(tracking_ur
 
 
 def test_an_api_key_in_any_text_of_a_trace_is_replaced(tiny_inputs, tmp_path, monkeypatch):
-    from rag_core.evaluate.evaluation import evaluate_config
+    from rag_core.evaluate.evaluator import evaluate_config
     from rag_core.workbench.tracking import secret_scrubber
 
     report = evaluate_config(BM25, tiny_inputs.corpus, tiny_inputs.queries, tmp_path / "store")
@@ -137,7 +137,7 @@ def test_an_api_key_in_any_text_of_a_trace_is_replaced(tiny_inputs, tmp_path, mo
 @pytest.mark.slow
 def test_a_hybrid_re_ranked_trace_has_a_span_per_stage(tiny_inputs, tmp_path, tracking_uri):  # noqa: F811
     config = RagConfig(mode="hybrid", rerank_depth=4, chunk_size=40, overlap=8, k=3, rerank_model=STAND_IN_RERANKER)
-    evaluation = evaluate_and_log(config, tiny_inputs, tmp_path / "store", tracking_uri=tracking_uri)
+    evaluation = evaluate_and_log(config, tiny_inputs, tmp_path / "store", tracking=TrackingTarget(uri=tracking_uri))
     report = evaluation.report
     traces = run_traces(tracking_uri, evaluation)
     assert len(traces) == len(tiny_inputs.queries)
@@ -165,7 +165,7 @@ def test_generation_is_an_llm_span_with_its_token_usage(tiny_inputs, tmp_path, t
     anthropic_env.script(reply("An answer. [Source: a.pdf, page 1]", input_tokens=120, output_tokens=30),
                          judge(4), judge(5), judge(3), judge(2))
     inputs = type(tiny_inputs)(tiny_inputs.corpus, tiny_inputs.queries[:1], 0.0, "tiny", "golden")
-    evaluation = evaluate_and_log(BM25, inputs, tmp_path / "store", tracking_uri=tracking_uri, judge=True)
+    evaluation = evaluate_and_log(BM25, inputs, tmp_path / "store", tracking=TrackingTarget(uri=tracking_uri), judge=True)
     [trace] = run_traces(tracking_uri, evaluation)
     spans = spans_by_name(trace)
     assert set(spans) == {"query", "bm25", "generate"} and spans["generate"].span_type == "LLM"

@@ -14,7 +14,7 @@ from sweep_fixtures import files_containing, tiny_corpus, tracking_uri  # noqa: 
 
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
-from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import load_golden
 from rag_core.ingest.files import read_documents
 from rag_core.evaluate.metrics import metric_names
@@ -23,6 +23,7 @@ from rag_core.evaluate.relevance import LEVELS
 from rag_core.workbench.tracking import (
     SecretInRun,
     Tracker,
+    TrackingTarget,
     log_evaluation,
     metric_name_from_mlflow,
     mlflow_metric_name,
@@ -46,8 +47,8 @@ def _download(client: MlflowClient, run_id: str, path: str, tmp_path) -> Path:
 
 
 def test_logged_evaluation_reads_back_as_logged(report, tracking_uri, tmp_path):  # noqa: F811
-    run_id = log_evaluation(report, experiment="tiny | golden", run_name="bm25 point",
-                            tags={"rag.point_hash": "abc123"}, tracking_uri=tracking_uri)
+    run_id = log_evaluation(report, TrackingTarget(tracking_uri, "tiny | golden", "bm25 point",
+                                                   tags={"rag.point_hash": "abc123"}))
     client = MlflowClient(tracking_uri)
     run = client.get_run(run_id)
 
@@ -99,7 +100,7 @@ def test_a_run_can_be_nested_and_logged_into_by_id(report, tracking_uri):  # noq
     assert tracker.uri == tracking_uri  # MLFLOW_TRACKING_URI chooses the store
     parent = tracker.start_run("tiny | golden", "parent", tags={"rag.kind": "sweep"})
     child = tracker.start_run("tiny | golden", "child", parent_run_id=parent)
-    assert log_evaluation(report, experiment="tiny | golden", run_id=child) == child
+    assert log_evaluation(report, TrackingTarget(experiment="tiny | golden", run_id=child)) == child
     client = MlflowClient(tracking_uri)
     assert client.get_run(child).info.status == "RUNNING"  # the caller ends a run it created
     assert client.get_run(child).data.tags["mlflow.parentRunId"] == parent
@@ -123,20 +124,20 @@ def test_server_uris_leave_artifacts_to_the_server(tmp_path):
 def test_a_planted_api_key_never_reaches_the_tracking_store(report, tracking_uri, tmp_path, monkeypatch):  # noqa: F811
     monkeypatch.setenv("ANTHROPIC_API_KEY", PLANTED_KEY)
     monkeypatch.setenv("OPENAI_API_KEY", PLANTED_KEY[::-1])
-    log_evaluation(report, experiment="tiny | golden", tracking_uri=tracking_uri)  # settings only: fine
+    log_evaluation(report, TrackingTarget(tracking_uri, "tiny | golden"))  # settings only: fine
 
     leaky_params = type(report)({**report.metrics}, report.per_query, {**report.params, "llm_model": PLANTED_KEY},
                                 report.retrievals, report.qrels)
     with pytest.raises(SecretInRun, match="llm_model"):
-        log_evaluation(leaky_params, experiment="tiny | golden", tracking_uri=tracking_uri)
+        log_evaluation(leaky_params, TrackingTarget(tracking_uri, "tiny | golden"))
     with pytest.raises(SecretInRun):
-        log_evaluation(report, experiment="tiny | golden", run_name=f"run {PLANTED_KEY[::-1]}", tracking_uri=tracking_uri)
+        log_evaluation(report, TrackingTarget(tracking_uri, "tiny | golden", f"run {PLANTED_KEY[::-1]}"))
     with pytest.raises(SecretInRun):
-        log_evaluation(report, experiment="tiny | golden", tags={"note": PLANTED_KEY}, tracking_uri=tracking_uri)
+        log_evaluation(report, TrackingTarget(tracking_uri, "tiny | golden", tags={"note": PLANTED_KEY}))
     leaky_file = tmp_path / "notes.txt"
     leaky_file.write_text(f"key={PLANTED_KEY}")
     with pytest.raises(SecretInRun, match="notes.txt"):
-        log_evaluation(report, experiment="tiny | golden", extra_artifacts=[leaky_file], tracking_uri=tracking_uri)
+        log_evaluation(report, TrackingTarget(tracking_uri, "tiny | golden"), extra_artifacts=[leaky_file])
 
     store = tmp_path / "mlruns"
     assert any(path.suffix == ".png" for path in store.rglob("*"))  # the grep below looks at a real store

@@ -16,7 +16,8 @@ from rag_core.config import ConfigError, RagConfig
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.vector_backends import manifest_key, open_vector_store, parse_vector_store
 from rag_core.retrieve.vector_errors import VectorStoreError
-from rag_core.service import known_failure, store_corpus
+from rag_core.cli.common import known_failure
+from rag_core.ingest.corpus import store_corpus
 from servers import ChromaServer, chroma_server, free_port, silent_server
 
 DENSE = RagConfig(mode="dense", rerank_depth=0, k=10, retrieve_depth=10)

@@ -1,7 +1,7 @@
-"""``rag-pipeline eval``: evaluate one configuration and print the metrics table (or JSON).
+"""``rag-pipeline eval``: evaluate one configuration, log it as one MLflow run, print the metrics table (or JSON).
 
-The table (``format_report``) is also what the evaluation notebook shows. Loading inputs, evaluating
-and logging are ``rag_core.workbench.evaluation``'s job.
+Loading inputs, evaluating and logging are ``rag_core.workbench.evaluation``'s job; the table is
+``rag_core.workbench.reports.format_eval_report`` (what the evaluation notebook shows too).
 Left out: sweeps (``rag_core.cli.sweep``).
 """
 
@@ -12,72 +12,45 @@ import contextlib
 import json
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from rag_core.config import RagConfig
-from rag_core.evaluate.evaluation import EvalReport
-from rag_core.evaluate.metrics import metric_names
-from rag_core.evaluate.relevance import LEVELS
-from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
+from rag_core.cli.common import EXIT_OK, add_where_argument, config_from_args, store_from_args
+from rag_core.retrieve.filters import parse_where
 
+NAME = "eval"
+HELP = "evaluate retrieval (and answers) against a golden set; logs one MLflow run"
+DESCRIPTION = ("Run every golden-set query through the pipeline and report Recall@K, MRR, nDCG@K and hit rate at "
+               "chunk, page and document level, latency per stage and index statistics.")
 MLFLOW_UI_URL = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves the UI
 
 
-# --- text output --------------------------------------------------------------------------------
-def format_report(report: EvalReport) -> str:
-    metrics, params = report.metrics, report.params
-    ks = sorted({int(k) for k in params.get("metrics_k", "5,10").split(",")})
-    names = metric_names(ks)
-    lines = [f"Retrieval: {int(metrics.get('eval/queries', 0))} queries, mode {params.get('mode')}, "
-             f"rerank_depth {params.get('rerank_depth')}; the final ranking is scored to depth {max(ks)}"]
-    lines += _table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
-                                        for level in (*LEVELS, *(("child",) if "child/mrr" in metrics else ()))])
-    lines += ["", f"Context (the k={params.get('k')} passages given to the LLM): "
-                  f"recall {metrics.get('context/recall', 0.0):.3f}, precision {metrics.get('context/precision', 0.0):.3f}, "
-                  f"{metrics.get('context/words', 0.0):.0f} words per query"]
-    stages = [name[len("latency/"):-len("_p50_ms")] for name in metrics if name.endswith("_p50_ms")]
-    if stages:
-        lines += ["", "Latency per query (ms)"]
-        lines += _table(["stage", "p50", "p95"], [[stage, f"{metrics[f'latency/{stage}_p50_ms']:.2f}",
-                                                    f"{metrics[f'latency/{stage}_p95_ms']:.2f}"] for stage in stages])
-    if "expansion/input_tokens" in metrics:
-        lines.append(f"Query expansion {params.get('query_expansion')}: {metrics['expansion/input_tokens']:.0f} tokens in, "
-                     f"{metrics['expansion/output_tokens']:.0f} out per query (LLM)")
-    index = {name[len("index/"):]: value for name, value in metrics.items() if name.startswith("index/")}
-    lines += ["", f"Index: {int(index.get('documents', 0))} documents, {int(index.get('chunks', 0))} chunks "
-                  f"(chunked now: {'yes' if index.get('chunkings_built') else 'no, reused'}), "
-                  f"ingest {index.get('ingest_seconds', 0.0):.1f} s"]
-    if "embed_model_used" in params:
-        rate = index.get("embed_chunks_per_s")
-        lines.append(f"Embeddings: {int(index.get('embedded', 0))} computed"
-                     + (f" ({rate:.1f} chunks/s)" if rate else "")
-                     + f", {int(index.get('embed_cache_hits', 0))} from cache; {int(index.get('truncated', 0))} chunks "
-                     f"({100 * index.get('truncated_share', 0.0):.1f}%) longer than the model's "
-                     f"{int(index.get('max_seq_length', 0))} tokens")
-        lines.append(f"Embedding model: {params['embed_model_used']}")
-    if "rerank_model_used" in params:
-        lines.append(f"Re-rank: {int(metrics.get('rerank/pairs_scored', 0))} pairs scored, "
-                     f"{int(metrics.get('rerank/cache_hits', 0))} from cache; model: {params['rerank_model_used']}")
-    return "\n".join(lines)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--golden", metavar="FILE", help="golden set (JSONL) over the documents of --input or the store")
+    source.add_argument("--beir", metavar="DIR", help="a BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/)")
+    parser.add_argument("--input", metavar="DIR", help="documents to evaluate on (default: the store's documents)")
+    parser.add_argument("--split", default="test", help="BEIR qrels split [test]")
+    parser.add_argument("--max-queries", type=int, default=None, metavar="N", help="evaluate only the first N queries")
+    parser.add_argument("--judge", action="store_true", help="also generate answers and score them with an LLM judge")
+    parser.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default: one per corpus + golden set)")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--per-query", metavar="CSV", help="also write the per-query table to this CSV file")
+    add_where_argument(parser, " (queries with their own \"filter\" in the golden set keep theirs)")
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
-    fmt = lambda row: "  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w) for i, (c, w) in enumerate(zip(row, widths)))  # noqa: E731
-    return [fmt(header), *map(fmt, rows)]
+def run(args: argparse.Namespace) -> int:
+    """0 on success; bad input raises (``rag_core.cli`` maps it to exit code 2)."""
+    config, store_dir = config_from_args(args), store_from_args(args)  # settings errors, before anything runs
+    from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
+    from rag_core.workbench.reports import format_eval_report
+    from rag_core.workbench.tracking import TrackingTarget
 
-
-# --- the CLI command ----------------------------------------------------------------------------
-def run_eval_command(args: argparse.Namespace, config: RagConfig, store_dir: Path) -> int:
-    """``rag-pipeline eval``: 0 on success; bad input raises (the CLI maps it to exit code 2)."""
     with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
         inputs = load_eval_inputs(input_dir=args.input, golden=args.golden, beir=args.beir, split=args.split,
                                   store_dir=store_dir, max_queries=args.max_queries, progress=True)
-        from rag_core.retrieve.filters import parse_where
-
-        evaluation = evaluate_and_log(config, inputs, store_dir, log_to_mlflow=not args.no_mlflow,
-                                      experiment=args.experiment, judge=args.judge, progress=True,
-                                      where=parse_where(getattr(args, "where", None) or []))
+        tracking = None if args.no_mlflow else TrackingTarget(experiment=args.experiment)
+        evaluation = evaluate_and_log(config, inputs, store_dir, tracking=tracking, judge=args.judge, progress=True,
+                                      where=parse_where(args.where))
     report = evaluation.report
     if args.per_query:
         import pandas as pd
@@ -90,8 +63,8 @@ def run_eval_command(args: argparse.Namespace, config: RagConfig, store_dir: Pat
             payload["mlflow"] = {"run_id": evaluation.run_id, "experiment": evaluation.experiment,
                                  "tracking_uri": evaluation.tracking_uri}
         print(json.dumps(payload, indent=2, default=str))
-        return 0
-    print(format_report(report))
+        return EXIT_OK
+    print(format_eval_report(report))
     if args.per_query:
         print(f"\nPer-query table: {args.per_query}")
     if evaluation.run_id:
@@ -101,4 +74,4 @@ def run_eval_command(args: argparse.Namespace, config: RagConfig, store_dir: Pat
         print(f"\nMLflow: run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
         experiment_id = Tracker(evaluation.tracking_uri).experiment_id(evaluation.experiment)
         print(f"MLflow UI (make mlflow-ui): {runs_view_url(MLFLOW_UI_URL, experiment_id)}")
-    return 0
+    return EXIT_OK

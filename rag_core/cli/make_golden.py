@@ -1,6 +1,6 @@
 """``rag-pipeline make-golden``: write a golden set from the user's documents with an LLM.
 
-The work is ``rag_core.evaluate.make_golden``; this module reads the arguments, checks the key
+The work is ``rag_core.evaluate.golden_generation``; this module reads the arguments, checks the key
 before reading anything, writes the file, checks that the golden-set loader accepts it, and prints
 what was kept, what was dropped and why, the tokens used and their cost.
 Left out: reviewing the questions (a person does that: see the README).
@@ -15,8 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
-from rag_core.config import RagConfig
+from rag_core.cli.common import EXIT_FAILURE, EXIT_OK, config_from_args
+from rag_core.errors import BadInput
 
+NAME = "make-golden"
+HELP = "write a golden set (questions + evidence) from your documents with an LLM"
 DESCRIPTION = (
     "Sample passages across the documents below --input (every document, and the beginning, middle and end of "
     "each), have the LLM write a question, a short answer and the supporting sentence(s) quoted from each "
@@ -27,9 +30,7 @@ DESCRIPTION = (
     "answer or a question the documents answer elsewhere too.")
 
 
-def add_parser(commands: Any, add_common: Callable[[argparse.ArgumentParser], None]) -> None:
-    parser = commands.add_parser("make-golden", help="write a golden set (questions + evidence) from your documents "
-                                 "with an LLM", description=DESCRIPTION)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", required=True, metavar="DIR", help="folder (or one file) of documents")
     parser.add_argument("--out", required=True, metavar="FILE", help="golden set to write (JSONL)")
     parser.add_argument("--n", type=int, default=50, metavar="N", help="questions to keep [50]")
@@ -41,16 +42,15 @@ def add_parser(commands: Any, add_common: Callable[[argparse.ArgumentParser], No
     parser.add_argument("--max-requests", type=int, default=None, metavar="N",
                         help="stop after N LLM requests, kept or not [3 x --n]")
     parser.add_argument("--force", action="store_true", help="replace --out if it exists")
-    add_common(parser)
 
 
-def run_make_golden_command(args: argparse.Namespace, config: RagConfig) -> int:
+def run(args: argparse.Namespace) -> int:
+    config = config_from_args(args)
     from rag_core.evaluate.golden import GoldenSetError, load_golden
-    from rag_core.evaluate.make_golden import generate_golden, write_golden
+    from rag_core.evaluate.golden_generation import generate_golden, write_golden
     from rag_core.generate.cost import describe_cost, estimate_cost
-    from rag_core.generate.llm import LLMClient
     from rag_core.ingest.files import read_documents
-    from rag_core.service import BadInput
+    from rag_core.llm import LLMClient
 
     types = tuple(t.strip() for t in args.types.split(",") if t.strip())
     if not 0 <= args.duplicate_threshold <= 100:
@@ -68,7 +68,7 @@ def run_make_golden_command(args: argparse.Namespace, config: RagConfig) -> int:
                                      retries=config.llm_max_retries, progress=True)
     if not generation.records:
         print(f"error: no question was kept ({_dropped_text(generation.counts)}); nothing written", file=sys.stderr)
-        return 1
+        return EXIT_FAILURE
     path = write_golden(generation.records, args.out, overwrite=args.force)
     load_golden(path, doc_ids=[document.doc_id for document in result.documents])  # what eval will do first
     summary = {
@@ -83,7 +83,7 @@ def run_make_golden_command(args: argparse.Namespace, config: RagConfig) -> int:
     }
     if args.json:
         print(json.dumps(summary, indent=2, default=str))
-        return 0
+        return EXIT_OK
     covered = len(summary["per_document"])
     print("\n".join([
         f"Wrote {len(generation.records)} questions to {path} ({generation.requested} LLM requests)",
@@ -95,7 +95,7 @@ def run_make_golden_command(args: argparse.Namespace, config: RagConfig) -> int:
         "Review every question, answer and quote before evaluating with it (README: 'Reviewing a generated "
         "golden set'); then: rag-pipeline eval --golden " + str(path) + " --input " + str(args.input),
     ]))
-    return 0
+    return EXIT_OK
 
 
 def _dropped_text(counts: dict[str, int]) -> str:

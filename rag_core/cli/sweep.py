@@ -1,7 +1,7 @@
 """``rag-pipeline sweep FILE``: run a sweep and print its comparison table (or JSON), every metric with
 its bootstrap 95% interval, and, when the sweep holds out queries, the honest winner.
 
-Left out: the sweep itself (``rag_core.workbench``).
+Left out: the sweep itself (``rag_core.workbench``), its text (``rag_core.workbench.reports.format_sweep``).
 """
 
 from __future__ import annotations
@@ -9,76 +9,46 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from rag_core.config import ConfigError, setting_names
-from rag_core.workbench import SweepResult, load_sweep, run_sweep
-from rag_core.workbench.honest import HoldoutReport
-from rag_core.workbench.intervals import shown_with_intervals
+from rag_core.cli.common import EXIT_FAILURE, EXIT_OK, config_from_args, setting_flags, store_from_args
+from rag_core.errors import ConfigError
 
-
-def format_result(result: SweepResult) -> str:
-    """The comparison table (best first), what was not run and why, and where things are."""
-    import pandas as pd
-
-    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
-        table = shown_with_intervals(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}")
-    work = result.work
-    ranked_by = f"tune/{result.primary_metric} (the tuning queries)" if result.holdout else result.primary_metric
-    lines = [
-        f"Sweep {result.name!r}: best first by {ranked_by}; [95% bootstrap interval over queries]",
-        table,
-        "",
-        *([format_holdout(result.holdout), ""] if result.holdout else []),
-        f"Work: {int(work['sweep/points'])} points, {int(work['sweep/distinct_chunkings'])} distinct chunkings, "
-        f"{int(work['sweep/dense_indexes_built'])} dense indexes built, {int(work['sweep/chunks_embedded'])} chunks "
-        f"embedded ({int(work['sweep/embed_cache_hits'])} from cache), {int(work['sweep/candidates_reused'])} "
-        f"query candidate lists reused ({int(work['sweep/candidates_computed'])} computed), "
-        f"{int(work['sweep/rerank_pairs_scored'])} cross-encoder pairs scored "
-        f"({int(work['sweep/rerank_cache_hits'])} from cache); {work['sweep/wall_seconds']:.0f} s",
-        f"MLflow: experiment {result.experiment!r}, parent run {result.parent_run_id} ({result.tracking_uri})",
-        f"Executed notebooks: {result.output_dir}",
-    ]
-    if result.unavailable:
-        lines.append(result.unavailable[0].upper() + result.unavailable[1:])
-    if result.failed:
-        lines.append(f"{len(result.failed)} point(s) FAILED: " + "; ".join(
-            f"{outcome.point.label}: {(outcome.error or '').splitlines()[0][:150]}" for outcome in result.failed)
-            + ". Run the sweep again to retry them.")
-    return "\n".join(lines)
+NAME = "sweep"
+HELP = "run a grid of settings through the evaluation notebook (papermill), logged to MLflow"
+DESCRIPTION = ("Execute notebooks/02-evaluate.ipynb once per grid point of FILE, in one warm Jupyter kernel per "
+               "worker; one MLflow parent run per sweep and one child run per point. Points already finished with the "
+               "same settings are skipped (--rerun runs them again). Points that need a cross-encoder that cannot be "
+               "loaded are not run, and the sweep says so.")
 
 
-def format_holdout(report: HoldoutReport) -> str:
-    """The honest winner: chosen on the tuning queries, scored on the held-out ones, next to the default."""
-    split, metric = report.split, report.metric
-    lines = [f"Held out {len(split.held_out)} of {len(split.tuning) + len(split.held_out)} queries "
-             f"(holdout {split.fraction:g}, seed {split.seed}); {metric}:",
-             f"  winner  {report.winner.label}: tuning {report.winner.tune}, held-out {report.winner.holdout}; "
-             f"optimism (tuning - held-out) {report.optimism:+.3f}"]
-    if report.default is None:
-        lines.append(f"  default configuration: {report.default_status}")
-    else:
-        lines.append(f"  default {report.default.label} ({report.default_status}): tuning {report.default.tune}, "
-                     f"held-out {report.default.holdout}")
-        drop = report.default.tune.estimate - report.default.holdout.estimate
-        lines.append(f"  the default's own tuning - held-out difference: {drop:+.3f} (the parts differ in difficulty); "
-                     f"the winner's optimism beyond that: {report.optimism - drop:+.3f}")
-        if report.gain is not None:
-            lines.append(f"  winner - default on the held-out queries: {report.gain.estimate:+.3f} "
-                         f"[{report.gain.low:+.3f}, {report.gain.high:+.3f}]")
-    return "\n".join(lines)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", metavar="FILE", help="sweep file, e.g. experiments/grid.yaml")
+    parser.add_argument("--workers", type=int, default=1, metavar="N", help="grid points run in parallel [1]")
+    parser.add_argument("--output", metavar="DIR", help="where executed notebooks go [experiments/runs/<sweep>]")
+    parser.add_argument("--rerun", action="store_true",
+                        help="run every point again under a new parent run, even those finished before")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local",
+                        help="local: worker threads on this machine; ray: index builds and points scheduled on a Ray "
+                             "cluster, one actor with a warm kernel per worker, a point retried when its worker dies "
+                             "(the store path and the tracking URI must be reachable from every node) [local]")
+    parser.add_argument("--ray-address", metavar="ADDR",
+                        help="Ray cluster to join with --executor ray, e.g. 10.0.0.5:6379 (default: $RAY_ADDRESS, "
+                             "a cluster started on this machine with `ray start`, else a new local one)")
 
 
-def run_sweep_command(args: argparse.Namespace, store_dir: Path) -> int:
+def run(args: argparse.Namespace) -> int:
     """0 when every point that could run finished, 1 when some failed. The sweep file's base sits
     between ``--config`` and the setting flags."""
-    flags = {name: getattr(args, name) for name in setting_names() if getattr(args, name, None) is not None}
+    config_from_args(args)  # settings errors, before anything runs
+    from rag_core.workbench import load_sweep, run_sweep
+    from rag_core.workbench.reports import format_sweep
+
     if args.ray_address and args.executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
-    spec = load_sweep(args.file, config_file=args.config, overrides=flags)
+    spec = load_sweep(args.file, config_file=args.config, overrides=setting_flags(args))
     echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
-    result = run_sweep(spec, store_dir, workers=args.workers, output_dir=args.output, echo=echo, rerun=args.rerun,
-                       executor=args.executor, ray_address=args.ray_address)
+    result = run_sweep(spec, store_from_args(args), workers=args.workers, output_dir=args.output, echo=echo,
+                       rerun=args.rerun, executor=args.executor, ray_address=args.ray_address)
     if args.json:
         print(json.dumps({
             "name": result.name, "experiment": result.experiment, "parent_run_id": result.parent_run_id,
@@ -90,5 +60,5 @@ def run_sweep_command(args: argparse.Namespace, store_dir: Path) -> int:
             "holdout": result.holdout.as_dict() if result.holdout else None,
         }, indent=2, default=str))
     else:
-        print("\n" + format_result(result))
-    return 1 if result.failed else 0
+        print("\n" + format_sweep(result))
+    return EXIT_FAILURE if result.failed else EXIT_OK

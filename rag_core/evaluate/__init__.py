@@ -1,11 +1,12 @@
-"""Evaluate: golden sets, relevance derived from evidence for any chunking, ranking metrics at chunk,
-page and document level, one configuration's evaluation, and the LLM judge."""
+"""Evaluate: golden sets (and BEIR datasets), relevance derived from evidence for any chunking, ranking
+metrics at chunk, page and document level, one configuration's evaluation (``evaluator``), golden sets
+written by an LLM (``golden_generation``), and the LLM judge."""
 
 from rag_core._lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
-    "evaluate_config": "evaluation", "EvalReport": "evaluation", "evaluate_rankings": "metrics",
+    "evaluate_config": "evaluator", "EvalReport": "evaluator", "evaluate_rankings": "metrics",
     "load_golden": "golden", "GoldenQuery": "golden", "build_qrels": "relevance", "judge_answers": "answers",
-    "generate_golden": "make_golden", "write_golden": "make_golden", "agreement": "calibration",
-    "load_labels": "judge_labels",
+    "generate_golden": "golden_generation", "write_golden": "golden_generation", "agreement": "calibration",
+    "load_labels": "judge_labels", "load_beir": "beir", "RankingMetrics": "metrics",
 })

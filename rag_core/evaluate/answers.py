@@ -11,14 +11,17 @@ from __future__ import annotations
 import time
 from typing import Any, Mapping, Sequence
 
-from rag_core.generate.citations import average_citation_checks
+from rag_core.api_keys import redact
 from rag_core.config import RagConfig
-from rag_core.generate.answer import Answer, answer_question
 from rag_core.evaluate.golden import GoldenQuery
 from rag_core.evaluate.judge import JudgeItem, judge_many
-from rag_core.api_keys import redact
-from rag_core.generate.llm import LLMClient, LLMError
+from rag_core.generate.answer import Answer, AnswerMode, answer_question
+from rag_core.generate.citations import average_citation_checks
+from rag_core.llm import LLMClient, LLMError
+from rag_core.progress import progress as progress_bar
 from rag_core.retrieve.pipeline import Retrieval
+
+ANSWER_ERROR = "error"  # the answer_mode of a query whose answer failed (an LLMError), beside AnswerMode's
 
 
 def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retrieval], config: RagConfig,
@@ -28,7 +31,7 @@ def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retri
     client = client or LLMClient.from_config(config)  # MissingAPIKey names the variable to set
     answers: list[Answer | None] = []
     rows: list[dict[str, Any]] = []
-    for query in _progress(queries, progress):
+    for query in progress_bar(queries, progress, "Answering", unit="query"):
         started = time.perf_counter()
         try:
             answer = answer_question(query.query, retrievals[query.id].hits, config, client, backoff_s=backoff_s)
@@ -36,10 +39,10 @@ def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retri
                          "answer_ms": (time.perf_counter() - started) * 1000})
         except LLMError as exc:
             answer = None
-            rows.append({"answer_mode": "error", "answer": "", "answer_error": redact(str(exc))})
+            rows.append({"answer_mode": ANSWER_ERROR, "answer": "", "answer_error": redact(str(exc))})
         answers.append(answer)
 
-    judged = [(index, answer) for index, answer in enumerate(answers) if answer is not None and answer.mode == "llm"]
+    judged = [(index, answer) for index, answer in enumerate(answers) if answer is not None and answer.mode == AnswerMode.LLM]
     items = [JudgeItem(queries[i].query, answer.text, answer.passages, queries[i].answer, queries[i].id)
              for i, answer in judged]
     scores, metrics = judge_many(items, client=client, backoff_s=backoff_s) if items else ([], {})
@@ -50,7 +53,7 @@ def judge_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Retri
     if checks:
         metrics.update(average_citation_checks(checks))
     modes = [row["answer_mode"] for row in rows]
-    for mode in ("llm", "no_answer", "extractive", "error"):
+    for mode in (AnswerMode.LLM, AnswerMode.NO_ANSWER, AnswerMode.EXTRACTIVE, ANSWER_ERROR):
         metrics[f"answers/{mode}_share"] = modes.count(mode) / len(modes) if modes else 0.0
     return metrics, rows
 
@@ -62,10 +65,3 @@ def _usage_columns(answer: Answer) -> dict[str, Any]:
     return {"answer_model": answer.model, "answer_input_tokens": answer.usage["input_tokens"],
             "answer_output_tokens": answer.usage["output_tokens"]}
 
-
-def _progress(items: Sequence, enabled: bool):
-    if not enabled:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc="Answering", unit="query")

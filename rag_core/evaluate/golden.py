@@ -13,25 +13,28 @@ to one chunking, so its metrics cannot be compared across chunk sizes.
 
 Every error is a ``GoldenSetError`` that names the file, the line and the query id; each query
 keeps its ``file:line`` (``GoldenQuery.label``) for the errors found later, against the documents.
-A UTF-8 byte order mark at the start of the file is ignored. This file only reads and checks the
+A UTF-8 byte order mark at the start of the file is ignored (``rag_core.jsonl``). This file only reads and checks the
 set; turning evidence into relevant chunks, pages and documents is ``rag_core.evaluate.relevance``, and BEIR
-qrels are read by ``rag_core.ingest.beir``.
+qrels are read by ``rag_core.evaluate.beir``.
 Left out: other encodings than UTF-8, JSON arrays (one object per line only).
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection, Iterator
+from typing import Any, Collection
+
+from rag_core.errors import BadInput
+from rag_core.ingest.metadata import normalise
+from rag_core.jsonl import read_jsonl
 
 EVIDENCE_KEYS = ("source", "page", "text")
 
 
-class GoldenSetError(ValueError):
+class GoldenSetError(BadInput, ValueError):
     """The golden set (or its evidence) is malformed or does not fit the corpus."""
 
 
@@ -73,7 +76,7 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
     queries: list[GoldenQuery] = []
     first_line_of: dict[str, int] = {}  # query id -> line it was defined on
     simple_format_ids: list[str] = []
-    for line_number, where, record in read_jsonl(path):
+    for line_number, where, record in read_jsonl(path, GoldenSetError):
         query = _parse_record(record, where, line_number, known_docs)
         if query.id in first_line_of:
             raise GoldenSetError(
@@ -97,23 +100,6 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
             stacklevel=2,
         )
     return queries
-
-
-def read_jsonl(path: Path, error: type[Exception] = GoldenSetError) -> Iterator[tuple[int, str, dict]]:
-    """(line number, "file:line", record) for each non-blank line; a line that is not a JSON object
-    raises `error` naming the file and line."""
-    with path.open(encoding="utf-8-sig") as lines:  # a BOM, as some editors write, is not part of line 1
-        for line_number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            where = f"{path}:{line_number}"
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise error(f"{where}: malformed JSON ({exc.msg}, column {exc.colno})") from None
-            if not isinstance(record, dict):
-                raise error(f"{where}: expected a JSON object, got {type(record).__name__}")
-            yield line_number, where, record
 
 
 def _parse_record(record: dict, line: str, line_number: int, known_docs: set[str] | None) -> GoldenQuery:
@@ -142,8 +128,6 @@ def _parse_record(record: dict, line: str, line_number: int, known_docs: set[str
 
 def _parse_filter(value: Any, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``"filter": {"company": "3M", "year": [2018, 2019]}``: each key one value or a list of values."""
-    from rag_core.retrieve.filters import normalise
-
     if value is None:
         return ()
     if not isinstance(value, dict) or not all(

@@ -28,10 +28,10 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from rag_core.generate.answer import format_passages, new_nonce
+from rag_core.generate.answer import format_passages
 from rag_core.api_keys import redact
-from rag_core.generate.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, json_objects_in,
-                                  retry_delay)
+from rag_core.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, json_objects_in,
+                          new_nonce, retry_delay)
 from rag_core.records import Hit
 
 log = logging.getLogger(__name__)

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rag_core.evaluate.golden import GoldenSetError, read_jsonl
+from rag_core.evaluate.golden import GoldenSetError
 from rag_core.evaluate.judge import METRICS, JudgeItem
+from rag_core.jsonl import read_jsonl
 from rag_core.records import Chunk, Hit
 
 
@@ -31,26 +32,18 @@ class LabelsError(GoldenSetError):
 
 
 @dataclass(frozen=True)
-class Passage:
-    source: str
-    page: int
-    text: str
-
-
-@dataclass(frozen=True)
 class LabelledAnswer:
     id: str
     query: str
     answer: str
     reference: str | None
-    passages: tuple[Passage, ...]
+    passages: tuple[Chunk, ...]  # each one page of its document (doc_id: the labels' "source")
     human: dict[str, int]  # axis -> score 1-5, only the axes a person scored
 
     def judge_item(self) -> JudgeItem:
-        """What the judge is given: the passages become hits (chunks with their page)."""
-        hits = [Hit(Chunk(Chunk.make_id(p.source, 0, len(p.text), p.text), p.source, p.text, 0, len(p.text),
-                          p.page, p.page), 1.0, {}) for p in self.passages]
-        return JudgeItem(self.query, self.answer, hits, self.reference, self.id)
+        """What the judge is given: the passages as hits."""
+        return JudgeItem(self.query, self.answer, [Hit(chunk, 1.0, {}) for chunk in self.passages], self.reference,
+                         self.id)
 
 
 def load_labels(path: str | Path) -> list[LabelledAnswer]:
@@ -59,17 +52,12 @@ def load_labels(path: str | Path) -> list[LabelledAnswer]:
         raise LabelsError(f"labels file not found: {path}")
     labels: list[LabelledAnswer] = []
     seen: dict[str, int] = {}
-    try:
-        for line_number, where, record in read_jsonl(path):
-            label = _parse(record, where, line_number)
-            if label.id in seen:
-                raise LabelsError(f"{where} (id {label.id}): duplicate id, first used on line {seen[label.id]}")
-            seen[label.id] = line_number
-            labels.append(label)
-    except LabelsError:
-        raise
-    except GoldenSetError as exc:  # malformed JSON, from read_jsonl
-        raise LabelsError(str(exc)) from None
+    for line_number, where, record in read_jsonl(path, LabelsError):
+        label = _parse(record, where, line_number)
+        if label.id in seen:
+            raise LabelsError(f"{where} (id {label.id}): duplicate id, first used on line {seen[label.id]}")
+        seen[label.id] = line_number
+        labels.append(label)
     if not labels:
         raise LabelsError(f"{path}: no labelled answers (expected one JSON object per line)")
     return labels
@@ -103,7 +91,7 @@ def _parse(record: dict[str, Any], line: str, line_number: int) -> LabelledAnswe
     return LabelledAnswer(label_id, texts["query"], texts["answer"], reference, passages, dict(human))
 
 
-def _passage(item: Any, where: str) -> Passage:
+def _passage(item: Any, where: str) -> Chunk:
     if not isinstance(item, dict):
         raise LabelsError(f"{where}: expected an object {{source, page, text}}")
     source, page, text = item.get("source"), item.get("page", 1), item.get("text")
@@ -113,4 +101,4 @@ def _passage(item: Any, where: str) -> Passage:
         raise LabelsError(f"{where}: 'page' must be a page number >= 1, got {page!r}")
     if not isinstance(text, str) or not text.strip():
         raise LabelsError(f"{where}: missing 'text' (the passage the answer was written from)")
-    return Passage(source, page, text)
+    return Chunk(Chunk.make_id(source, 0, len(text), text), source, text, 0, len(text), page, page)

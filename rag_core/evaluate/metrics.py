@@ -26,9 +26,11 @@ import numpy as np
 from rag_core.records import Chunk
 from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking
 
+DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # what ranks runs by default: page level is comparable across chunk sizes; nDCG rewards order
+
 
 @dataclass(frozen=True)
-class EvalResult:
+class RankingMetrics:
     averages: dict[str, float]  # "page/recall@5" -> mean over queries
     per_query: dict[str, dict[str, float]]  # query_id -> "page/recall@5" -> value
 
@@ -40,7 +42,7 @@ def metric_names(ks: Iterable[int] = (5, 10)) -> list[str]:
 
 def evaluate_rankings(
     qrels: QrelsByLevel, ranked: Mapping[str, Sequence[Chunk]], ks: Iterable[int] = (5, 10)
-) -> EvalResult:
+) -> RankingMetrics:
     """Score ranked chunks (query_id -> chunks, best first) against `qrels` at every level.
 
     A query of the qrels missing from `ranked` counts as nothing retrieved. Queries in `ranked`
@@ -65,7 +67,7 @@ def evaluate_rankings(
 
     flat_names = list(per_query[query_ids[0]])
     averages = {name: float(np.mean([per_query[qid][name] for qid in query_ids])) for name in flat_names}
-    return EvalResult(averages, per_query)
+    return RankingMetrics(averages, per_query)
 
 
 def query_metric(name: str, ranking: Sequence[str], relevant: set[str]) -> float:

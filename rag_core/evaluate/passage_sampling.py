@@ -14,37 +14,15 @@ Left out: weighting documents by length (every document gets the same share), se
 from __future__ import annotations
 
 import random
-import re
-from dataclasses import dataclass
 from itertools import chain, zip_longest
 from typing import Iterable, Sequence, TypeVar
 
 from rag_core.ingest.chunking import chunk_document, count_words
-from rag_core.records import Document
+from rag_core.records import Document, Passage
 
-POSITIONS = ("beginning", "middle", "end")
-_SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
-_DIGIT = re.compile(r"\d")
+POSITIONS = ("beginning", "middle", "end")  # Passage.position: which third of its document
 
 Item = TypeVar("Item")
-
-
-@dataclass(frozen=True)
-class Passage:
-    doc_id: str
-    page: int  # 1-based
-    position: str  # one of POSITIONS
-    text: str  # == document.text[char_start:char_end]
-    char_start: int
-    char_end: int
-
-    @property
-    def has_number(self) -> bool:
-        return bool(_DIGIT.search(self.text))
-
-    @property
-    def sentences(self) -> int:
-        return len(_SENTENCE_END.findall(self.text))
 
 
 def position_in(document: Document, offset: int) -> str:

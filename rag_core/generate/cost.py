@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag_core.generate.llm import Completion
+from rag_core.llm import Completion
 
 # model prefix -> (USD per million input tokens, USD per million output tokens); list prices
 PRICES_PER_MTOK: dict[str, tuple[float, float]] = {

@@ -20,9 +20,8 @@ from typing import Any
 import yaml
 
 from rag_core.doc_ids import escape_controls
-from rag_core.evaluate.passage_sampling import Passage
-from rag_core.generate.answer import new_nonce
-from rag_core.generate.llm import json_objects_in
+from rag_core.records import Passage
+from rag_core.llm import json_objects_in, new_nonce
 
 QUESTION_MAX_TOKENS = 600
 

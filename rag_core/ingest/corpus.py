@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from rag_core.errors import EmptyStore
 from rag_core.records import Document
 
 
@@ -128,6 +129,17 @@ class DocumentStore:
     def _doc_path(self, doc_id: str, content_hash: str) -> Path:
         key = hashlib.sha1(f"{doc_id}\x00{content_hash}".encode()).hexdigest()
         return self.root / f"{key}.json"
+
+
+def store_corpus(store_dir: str | Path) -> Corpus:
+    """The corpus registered in the store at `store_dir`; ``EmptyStore`` (bad input) when it holds none."""
+    corpus = DocumentStore(store_dir).corpus()
+    if not len(corpus):
+        raise EmptyStore(
+            f"no documents in the store {store_dir}. Ingest some first: "
+            f"rag-pipeline ingest --input ./documents" + (f" --store {store_dir}" if str(store_dir) != ".rag_store" else "")
+        )
+    return corpus
 
 
 @contextmanager

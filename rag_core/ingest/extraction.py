@@ -17,14 +17,16 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Callable
 
+from rag_core.errors import BadInput, IngestError
 from rag_core.ingest.corpus import Corpus, write_json_atomic
-from rag_core.ingest.pdf_extract import ExtractedPdf
+from rag_core.ingest.metadata import attach_metadata, pattern_metadata
+from rag_core.ingest.pdf_extract import ExtractedPdf, read_pdf
 from rag_core.records import Document
 
 EXTRACTION_VERSION = 1  # bump when extraction code changes what it gives
 
 
-class ExtractionError(ValueError):
+class ExtractionError(BadInput, ValueError):
     """A document must be extracted again and its file is gone or changed (exit code 2)."""
 
 
@@ -44,8 +46,6 @@ def cached_extraction(cache_dir: Path | None, content_hash: str, tables: bool,
 
 def prepare_corpus(corpus: Corpus, extract_tables: bool, metadata_pattern: str, cache_dir: Path | None) -> Corpus:
     """`corpus` as these settings read it (the same object when nothing changes)."""
-    from rag_core.ingest.metadata import attach_metadata, pattern_metadata
-
     wanted = "tables" if extract_tables else ""
     changed = False
     documents = []
@@ -61,8 +61,6 @@ def prepare_corpus(corpus: Corpus, extract_tables: bool, metadata_pattern: str, 
 
 
 def _extract_again(document: Document, tables: bool, cache_dir: Path | None) -> Document:
-    from rag_core.ingest.files import IngestError, _pdf_extract
-
     def extract() -> ExtractedPdf:
         path = Path(document.source) if document.source else None
         data = path.read_bytes() if path is not None and path.is_file() else None
@@ -73,7 +71,7 @@ def _extract_again(document: Document, tables: bool, cache_dir: Path | None) -> 
                 f"ingest it again with these settings (rag-pipeline ingest --input DIR"
                 f"{' --extract-tables' if tables else ''})")
         try:
-            return _pdf_extract(data, document.doc_id, tables)
+            return read_pdf(data, document.doc_id, tables)
         except IngestError as exc:
             raise ExtractionError(f"{document.doc_id}: {exc}") from None
 

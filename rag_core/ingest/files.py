@@ -26,7 +26,10 @@ from pathlib import Path
 from typing import Iterable
 
 from rag_core.doc_ids import printable_doc_id
-from rag_core.ingest.pdf_extract import ExtractedPdf, extract_pdf, readable_name
+from rag_core.errors import IngestError
+from rag_core.ingest.extraction import cached_extraction
+from rag_core.ingest.metadata import SIDECAR, attach_metadata, read_sidecar
+from rag_core.ingest.pdf_extract import read_pdf, readable_name
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Document
 
@@ -35,10 +38,6 @@ log = logging.getLogger(__name__)
 PDF_SUFFIXES = {".pdf"}
 TEXT_SUFFIXES = {".txt", ".md"}
 SUPPORTED_SUFFIXES = PDF_SUFFIXES | TEXT_SUFFIXES
-
-
-class IngestError(Exception):
-    """One file could not be read; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -69,8 +68,6 @@ def discover_files(root: Path) -> list[Path]:
 def read_documents(root: str | Path, files: Iterable[Path] | None = None, progress: bool = False,
                    extract_tables: bool = False, cache_dir: Path | None = None) -> IngestResult:
     """Read every supported file below `root` into a Document; report the others in `skipped`."""
-    from rag_core.ingest.metadata import SIDECAR, attach_metadata, read_sidecar
-
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"input not found: {root}")
@@ -106,9 +103,7 @@ def read_document(path: Path, doc_id: str, extract_tables: bool = False, cache_d
         if not text.strip():
             raise IngestError("no text (file holds only whitespace)")
         return Document.from_pages(doc_id, [text], content_hash, title=readable_name(doc_id), source=source)
-    from rag_core.ingest.extraction import cached_extraction
-
-    pdf = cached_extraction(cache_dir, content_hash, extract_tables, lambda: _pdf_extract(data, doc_id, extract_tables))
+    pdf = cached_extraction(cache_dir, content_hash, extract_tables, lambda: read_pdf(data, doc_id, extract_tables))
     if not any(page.strip() for page in pdf.pages):
         raise IngestError("no extractable text (image-only or scanned PDF? OCR is not supported)")
     return Document.from_pages(doc_id, list(pdf.pages), content_hash, page_headings=pdf.headings, title=pdf.title,
@@ -136,22 +131,6 @@ def _read_regular_file(path: Path) -> bytes:
 
 _FILE_KINDS = {stat.S_IFIFO: "a FIFO", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
                stat.S_IFBLK: "a block device"}
-
-
-def _pdf_extract(data: bytes, doc_id: str, tables: bool) -> ExtractedPdf:
-    import pymupdf
-
-    try:
-        pdf = pymupdf.open(stream=data, filetype="pdf")
-    except Exception as exc:  # PyMuPDF raises its own FileDataError and friends
-        raise IngestError(f"corrupt or unreadable PDF ({exc})") from None
-    with pdf:
-        if pdf.needs_pass:
-            raise IngestError("encrypted PDF (password required)")
-        try:
-            return extract_pdf(pdf, doc_id, tables)
-        except Exception as exc:
-            raise IngestError(f"corrupt PDF: text extraction failed ({exc})") from None
 
 
 def _decode_text(data: bytes) -> str:

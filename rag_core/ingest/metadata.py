@@ -6,6 +6,8 @@ Sidecar: one JSON object per line, ``{"doc_id": "reports/acme-2019.pdf", "compan
 e.g. ``(?P<company>[A-Z]+)_(?P<year>\\d{4})_(?P<doc_type>\\w+)``; a group that matched gives its
 value. Values are kept as text (``2019`` and ``"2019"`` are the same filter value). Every document
 also has ``doc_id``, ``title`` and ``pages``, which filters can use too (``metadata_fields``).
+A filter's hashable, order-free form (``normalise``) lives here too, beside ``as_text``: golden sets
+(``rag_core.evaluate.golden``) and the retrieval filters (``rag_core.retrieve.filters``) both use it.
 Left out: typed values (ranges, dates), nested objects (they are kept as their JSON text).
 """
 
@@ -15,15 +17,17 @@ import json
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
+from rag_core.errors import BadInput
+from rag_core.jsonl import read_jsonl
 from rag_core.records import Document
 
 SIDECAR = "metadata.jsonl"
-BUILT_IN = ("doc_id", "title", "pages")
+Filter = Mapping[str, "str | Sequence[str]"]  # metadata key -> the value, or any of the values, a document must have
 
 
-class MetadataError(ValueError):
+class MetadataError(BadInput, ValueError):
     """The sidecar or the pattern is malformed (exit code 2)."""
 
 
@@ -31,8 +35,6 @@ def read_sidecar(path: Path) -> dict[str, dict[str, str]]:
     """doc_id -> metadata; {} when there is no sidecar."""
     if not path.is_file():
         return {}
-    from rag_core.evaluate.golden import read_jsonl
-
     found: dict[str, dict[str, str]] = {}
     for _, where, record in read_jsonl(path, MetadataError):
         doc_id = record.pop("doc_id", None) or record.pop("id", None)
@@ -77,3 +79,11 @@ def attach_metadata(document: Document, extra: Mapping[str, str]) -> Document:
 def metadata_fields(document: Document) -> dict[str, str]:
     """Everything a filter can match: the built-in fields and the document's metadata."""
     return {"doc_id": document.doc_id, "title": document.title, "pages": str(document.n_pages), **document.meta}
+
+
+def normalise(where: Filter | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """A hashable, order-free form of `where` (for cache keys): ((key, (values...)), ...)."""
+    if not where:
+        return ()
+    return tuple(sorted((str(key), tuple(sorted({as_text(v) for v in (value if isinstance(value, (list, tuple, set)) else [value])})))
+                        for key, value in where.items()))

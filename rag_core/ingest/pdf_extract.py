@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-TEXT_FLAGS_NAME = "text"  # the flags are PyMuPDF constants, resolved on import inside the functions
+from rag_core.errors import IngestError
+
 _DOT_LEADER = re.compile(r"(?:\s*\.){3,}\s*")
 _SPACES = re.compile(r"\s+")
 HEADING_MAX_WORDS = 14
@@ -41,6 +42,23 @@ def readable_name(doc_id: str) -> str:
     """A title from a file name: no folder, no suffix, separators as spaces."""
     stem = Path(doc_id).stem
     return _SPACES.sub(" ", re.sub(r"[_\-.]+", " ", stem)).strip() or stem
+
+
+def read_pdf(data: bytes, doc_id: str, tables: bool = False) -> ExtractedPdf:
+    """``extract_pdf`` of the PDF file whose bytes are `data`; an ``IngestError`` saying why it cannot be read."""
+    import pymupdf
+
+    try:
+        pdf = pymupdf.open(stream=data, filetype="pdf")
+    except Exception as exc:  # PyMuPDF raises its own FileDataError and friends
+        raise IngestError(f"corrupt or unreadable PDF ({exc})") from None
+    with pdf:
+        if pdf.needs_pass:
+            raise IngestError("encrypted PDF (password required)")
+        try:
+            return extract_pdf(pdf, doc_id, tables)
+        except Exception as exc:
+            raise IngestError(f"corrupt PDF: text extraction failed ({exc})") from None
 
 
 def extract_pdf(pdf, name: str, tables: bool = False) -> ExtractedPdf:

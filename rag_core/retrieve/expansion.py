@@ -22,7 +22,7 @@ from importlib import resources
 from typing import Any
 
 from rag_core.config import RagConfig
-from rag_core.generate.llm import LLMClient, complete_with_retries
+from rag_core.llm import LLMClient, complete_with_retries, new_nonce
 
 LLM_EXPANSIONS = ("multi_query", "hyde")
 TOKENS_PER_REPHRASING = 100  # multi_query's answer budget per rephrasing
@@ -51,8 +51,6 @@ def prompt_template(method: str) -> str:
 
 def build_expansion_prompt(method: str, query: str, n: int, nonce: str | None = None) -> tuple[str, str]:
     """(system, user) for `method`; the query sits between ``<question-NONCE>`` tags in `user`."""
-    from rag_core.generate.answer import new_nonce
-
     tag = "question-" + new_nonce([query], nonce)
     system = prompt_template(method).replace("{n}", str(n)).replace("{question_tag}", tag)
     user = f"<{tag}>\n{query}\n</{tag}>"

@@ -13,12 +13,10 @@ Left out: ranges and negation (``year >= 2018``, ``company != X``).
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Iterable
 
 from rag_core.ingest.corpus import Corpus
-from rag_core.ingest.metadata import as_text, metadata_fields
-
-Filter = Mapping[str, "str | Sequence[str]"]
+from rag_core.ingest.metadata import Filter, metadata_fields, normalise
 
 
 class FilterError(ValueError):
@@ -34,14 +32,6 @@ def parse_where(items: Iterable[str]) -> dict[str, list[str]]:
             raise FilterError(f"--where {item!r}: expected KEY=VALUE, e.g. --where year=2018")
         parsed.setdefault(key.strip(), []).append(value.strip())
     return parsed
-
-
-def normalise(where: Filter | None) -> tuple[tuple[str, tuple[str, ...]], ...]:
-    """A hashable, order-free form of `where` (for cache keys): ((key, (values...)), ...)."""
-    if not where:
-        return ()
-    return tuple(sorted((str(key), tuple(sorted({as_text(v) for v in (value if isinstance(value, (list, tuple, set)) else [value])})))
-                        for key, value in where.items()))
 
 
 def matching_documents(corpus: Corpus, where: Filter | None) -> list[str] | None:

@@ -168,7 +168,7 @@ class Pipeline:
     def expander(self):
         """The LLM query expander (``MissingAPIKey`` without a key), for multi_query and hyde."""
         if self._expander is None:
-            from rag_core.generate.llm import MissingAPIKey
+            from rag_core.llm import MissingAPIKey
             from rag_core.retrieve.expansion import LLMExpander
 
             try:

@@ -4,12 +4,14 @@ execution of the evaluation notebook in a warm kernel), comparison of runs, and 
 Modules: ``sweep_file`` (reading and checking a sweep file), ``kernels`` (warm Jupyter kernels for
 papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (running them all),
 ``sweep_runs`` (the sweep's parent run in MLflow), ``ray_executor`` (the sweep on a Ray cluster),
-``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow),
+``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow: the tracker,
+``TrackingTarget``, ``RunStatus``), ``mlflow_names`` (metric names as MLflow stores them),
 ``traces`` (one MLflow trace per evaluated query), ``datasets`` (the golden set as a run's dataset
 input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs read back), ``explore``
 (the exploration notebook's helpers), ``holdout`` (held-out queries), ``intervals`` (bootstrap
 intervals), ``honest`` (the winner chosen on tuning queries), ``sweep_report`` (a sweep's table and
-holdout report), ``judge_calibration`` (the judge against human scores), ``plots`` (every plot).
+holdout report), ``judge_calibration`` (the judge against human scores), ``fusion_tuning`` (learned
+fusion weights), ``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks).
 """
 
 from rag_core._lazy import lazy_exports
@@ -17,7 +19,8 @@ from rag_core._lazy import lazy_exports
 __getattr__, __all__ = lazy_exports(__name__, {
     "load_sweep": "sweep_file", "SweepSpec": "sweep_file", "SweepPoint": "sweep_file", "run_sweep": "sweep",
     "SweepResult": "sweep", "PointOutcome": "points", "read_recorded_result": "points",
-    "evaluate_and_log": "evaluation", "load_eval_inputs": "evaluation", "Tracker": "tracking",
+    "evaluate_and_log": "evaluation", "load_eval_inputs": "evaluation", "EvalRun": "evaluation", "Tracker": "tracking",
+    "TrackingTarget": "tracking", "RunStatus": "tracking", "format_eval_report": "reports", "format_sweep": "reports",
     "comparison_table": "compare", "load_runs": "compare", "calibrate_judge": "judge_calibration",
     "log_calibration": "judge_calibration",
     "split_queries": "holdout", "HoldoutSplit": "holdout", "bootstrap_interval": "intervals",

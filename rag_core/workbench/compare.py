@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig, setting_names
-from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, Tracker, run_metrics
+from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, RunStatus, Tracker, run_metrics
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -46,7 +46,7 @@ def latest_sweep(experiment: str, tracking_uri: str | None = None) -> str | None
 
 
 def load_runs(experiment: str, *, parent_run_id: str | None = None, tracking_uri: str | None = None,
-              statuses: Sequence[str] | None = ("FINISHED",), latest_sweep_only: bool = True) -> "pd.DataFrame":
+              statuses: Sequence[str] | None = (RunStatus.FINISHED,), latest_sweep_only: bool = True) -> "pd.DataFrame":
     """One row per run: the children of `parent_run_id` (default: the latest sweep, when
     `latest_sweep_only`), else every evaluation run of `experiment`. `statuses` None keeps all."""
     import pandas as pd
@@ -74,7 +74,7 @@ def load_runs(experiment: str, *, parent_run_id: str | None = None, tracking_uri
     if table.empty:
         return table
     # a retried point: keep its finished run, else its latest
-    table["_finished"] = table["status"] == "FINISHED"
+    table["_finished"] = table["status"] == RunStatus.FINISHED
     table = table.sort_values(["_finished", "start_time"]).drop_duplicates("point_hash", keep="last")
     table = table.drop(columns="_finished")
     if statuses is not None:
@@ -101,9 +101,9 @@ def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequen
     if runs.empty:
         return pd.DataFrame(columns=["rank", *columns, "status", "run_id"])
     table = runs.reindex(columns=[*columns, "status", "run_id", "error"])
-    finished = table[table["status"] == "FINISHED"].sort_values(primary_metric, ascending=False, kind="stable")
+    finished = table[table["status"] == RunStatus.FINISHED].sort_values(primary_metric, ascending=False, kind="stable")
     finished.insert(0, "rank", range(1, len(finished) + 1))
-    others = table[table["status"] != "FINISHED"].assign(rank=None)
+    others = table[table["status"] != RunStatus.FINISHED].assign(rank=None)
     table = pd.concat([finished, others[finished.columns]] if len(others) else [finished], ignore_index=True)
     if table["error"].isna().all():
         table = table.drop(columns="error")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Sequence
 
-from rag_core.evaluate.evaluation import golden_fingerprint
+from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.evaluate.golden import GoldenQuery
 
 if TYPE_CHECKING:

@@ -1,32 +1,36 @@
 """Evaluation as a user runs it: ``rag-pipeline eval`` and ``notebooks/02-evaluate.ipynb``.
 
 Both do the same three things: load a corpus and a golden set (``load_eval_inputs``), evaluate one
-configuration and log it as one MLflow run (``evaluate_and_log``: the run, the golden set as its
-dataset input, and with the ``tracing`` setting one trace per query), and show the metrics (a table
-of levels x metrics, latency per stage, index statistics; ``--json`` for machines).
+configuration and log it as one MLflow run where a ``TrackingTarget`` says (``evaluate_and_log``: the
+run, the golden set as its dataset input, and with the ``tracing`` setting one trace per query), and
+show the metrics (``rag_core.workbench.reports``: a table of levels x metrics, latency per stage,
+index statistics; ``--json`` for machines).
 
 The corpus comes from ``--input DIR`` (read now; the read time counts as ingestion time), a BEIR
 folder (``--beir``), or the documents already in the store. Each corpus + golden set has its own
 MLflow experiment, named ``"<corpus> | <golden set>"`` (``documents | golden`` for the sample data)
 unless ``--experiment`` names one. Metric names keep ``@`` here; only MLflow sees ``_at_``
-(see ``rag_core.workbench.tracking``). Computing metrics is ``rag_core.evaluate.evaluation``; sweeps are ``rag_core.workbench``.
+(see ``rag_core.workbench.tracking``). Computing metrics is ``rag_core.evaluate.evaluator``; sweeps are ``rag_core.workbench``.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from rag_core.config import RagConfig, load_config, setting_names
-from rag_core.ingest.corpus import Corpus
-from rag_core.evaluate.evaluation import EvalReport, evaluate_config
+from rag_core.errors import BadInput
+from rag_core.evaluate.beir import load_beir
+from rag_core.evaluate.evaluator import EvalReport, evaluate_config
 from rag_core.evaluate.golden import GoldenQuery, load_golden
+from rag_core.ingest.corpus import Corpus, store_corpus
+from rag_core.ingest.files import read_documents
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
-from rag_core.service import BadInput, store_corpus
+from rag_core.workbench.datasets import log_golden_input
+from rag_core.workbench.tracking import Tracker, TrackingTarget, log_evaluation
 
 RESULT_MIME = "application/json"  # how the notebook's last cell records its result for papermill readers
 
@@ -63,8 +67,6 @@ def load_eval_inputs(
     if beir is not None:
         if input_dir is not None or golden is not None:
             raise BadInput("--beir brings its own corpus and queries: leave out --input and --golden")
-        from rag_core.ingest.beir import load_beir
-
         documents, queries = load_beir(beir, split)
         corpus, corpus_name, golden_name = Corpus.of(documents), f"{Path(beir).resolve().name} (BEIR)", f"qrels {split}"
         golden_source = str(Path(beir).resolve())
@@ -72,8 +74,6 @@ def load_eval_inputs(
         if golden is None:
             raise BadInput("no golden set: give --golden FILE (or --beir DIR)")
         if input_dir is not None:
-            from rag_core.ingest.files import read_documents
-
             store = Path(store_dir) if store_dir is not None else default_store_dir()
             result = read_documents(input_dir, progress=progress, cache_dir=store / "extracted")
             if not result.documents:
@@ -93,7 +93,9 @@ def load_eval_inputs(
 
 
 @dataclass(frozen=True)
-class Evaluation:
+class EvalRun:
+    """One configuration evaluated, and where it was logged."""
+
     report: EvalReport
     experiment: str
     run_id: str | None  # None when not logged
@@ -111,19 +113,14 @@ def evaluate_and_log(
     inputs: EvalInputs,
     store_dir: str | Path,
     *,
-    log_to_mlflow: bool = True,
-    tracking_uri: str | None = None,
-    experiment: str | None = None,
-    run_name: str | None = None,
-    run_id: str | None = None,
-    parent_run_id: str | None = None,
-    tags: Mapping[str, str] | None = None,
+    tracking: TrackingTarget | None = TrackingTarget(),
     judge: bool = False,
     progress: bool = False,
     where: Mapping[str, Any] | None = None,
-) -> Evaluation:
-    """Evaluate `config` on `inputs` and log one MLflow run (into `run_id` when the caller created
-    it, e.g. a sweep point; else a new run, nested under `parent_run_id` when given)."""
+) -> EvalRun:
+    """Evaluate `config` on `inputs` and log one MLflow run where `tracking` says (None: not logged).
+    Its experiment defaults to ``inputs.experiment`` and its run name to ``run_name_for(config)``;
+    with ``tracking.run_id`` (a run the caller created, e.g. a sweep point) the report goes into that run."""
     started = time.perf_counter()
     report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
                              read_seconds=inputs.read_seconds, where=where)
@@ -133,32 +130,29 @@ def evaluate_and_log(
         "timing/evaluate_seconds": time.perf_counter() - started,
     }
     report.metrics.update(timing)
-    experiment = experiment or inputs.experiment
-    if not log_to_mlflow:
-        return Evaluation(report, experiment, None, None, timing)
+    if tracking is None:
+        return EvalRun(report, inputs.experiment, None, None, timing)
 
-    from rag_core.workbench.tracking import Tracker, log_evaluation
-
-    from rag_core.workbench.datasets import log_golden_input
-
-    tracker = Tracker.at(tracking_uri)
+    tracker = Tracker.at(tracking.uri)
+    target = replace(tracking, uri=tracker.uri, experiment=tracking.experiment or inputs.experiment,
+                     run_name=tracking.run_name or run_name_for(config))
     started = time.perf_counter()
-    run_id = log_evaluation(report, experiment=experiment, run_name=run_name or describe(config),
-                            parent_run_id=parent_run_id, run_id=run_id, tags=tags, tracking_uri=tracker.uri)
+    run_id = log_evaluation(report, target)
     log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
     timing["timing/log_seconds"] = time.perf_counter() - started
     if config.tracing:
-        from rag_core.workbench.traces import log_query_traces
+        from rag_core.workbench.traces import log_query_traces  # imports MLflow's tracing: only when asked for
 
         started = time.perf_counter()
-        log_query_traces(report, run_id=run_id, experiment_id=tracker.experiment_id(experiment), tracking_uri=tracker.uri)
+        log_query_traces(report, run_id=run_id, experiment_id=tracker.experiment_id(target.experiment),
+                         tracking_uri=tracker.uri)
         timing["timing/tracing_seconds"] = time.perf_counter() - started
     tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
                                  if name in timing})
-    return Evaluation(report, experiment, run_id, tracker.uri, timing)
+    return EvalRun(report, target.experiment, run_id, tracker.uri, timing)
 
 
-def describe(config: RagConfig) -> str:
+def run_name_for(config: RagConfig) -> str:
     """A run name from the settings people sweep most."""
     return (f"{config.mode} chunk_size={config.chunk_size} overlap={config.overlap} k={config.k} "
             f"rerank_depth={config.rerank_depth}")
@@ -208,16 +202,3 @@ def _files_signature(roots: Sequence[Path]) -> tuple:
             continue
         signature.append((str(path), stat.st_size, stat.st_mtime_ns))
     return tuple(signature)
-
-
-def show(evaluation: Evaluation) -> None:
-    """Display the metrics table and record the result (a JSON output papermill keeps)."""
-    from IPython.display import display
-
-    from rag_core.cli.eval import format_report
-
-    print(format_report(evaluation.report))
-    if evaluation.run_id:
-        print(f"\nMLflow run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
-    display({RESULT_MIME: json.loads(json.dumps(evaluation.record(), default=str)),
-             "text/plain": "(evaluation result recorded as JSON)"}, raw=True)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 from typing import Any, Sequence
 
-from rag_core.workbench.sweep_file import DEFAULT_PRIMARY_METRIC
+from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC
+from rag_core.workbench.mlflow_names import mlflow_metric_name
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"  # the UI's "machine learning" kind: runs first ("genai_development": overview)
@@ -35,16 +36,12 @@ RUNS_VIEW_SETTINGS = ("mode", "chunk_size", "overlap", "k", "rerank_depth")
 def runs_view_columns(primary_metric: str = DEFAULT_PRIMARY_METRIC,
                       settings: Sequence[str] = RUNS_VIEW_SETTINGS) -> list[str]:
     """The runs table's column keys, as MLflow's UI names them (``metrics.`page/ndcg_at_10```)."""
-    from rag_core.workbench.tracking import mlflow_metric_name
-
     return [f"metrics.`{mlflow_metric_name(primary_metric)}`", *(f"params.`{name}`" for name in settings),
             "attributes.`Dataset`"]
 
 
 def runs_view_state(primary_metric: str = DEFAULT_PRIMARY_METRIC) -> dict[str, Any]:
     """The shared view: the columns above, runs ordered by the primary metric, best first."""
-    from rag_core.workbench.tracking import mlflow_metric_name
-
     return {"selectedColumns": runs_view_columns(primary_metric),
             "orderByKey": f"metrics.`{mlflow_metric_name(primary_metric)}`", "orderByAsc": False,
             "runListHidden": False, "viewMaximized": False}

@@ -7,7 +7,7 @@ chunk is indexed with (``indexed_text``).
 ``expansion_table`` and ``child_table`` show what query expansion and parent-child retrieval did.
 Its plots are in ``rag_core.workbench.plots``.
 Everything here reads; the pipeline builds its indexes in the store as usual. Evaluating many
-queries is ``rag_core.evaluate.evaluation``; comparing runs is ``rag_core.workbench.compare``.
+queries is ``rag_core.evaluate.evaluator``; comparing runs is ``rag_core.workbench.compare``.
 """
 
 from __future__ import annotations

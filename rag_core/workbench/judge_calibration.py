@@ -25,7 +25,7 @@ from typing import Any, Sequence
 from rag_core.evaluate.calibration import SCALE, AxisAgreement, agreement
 from rag_core.evaluate.judge import METRICS, judge_many
 from rag_core.evaluate.judge_labels import LabelledAnswer
-from rag_core.generate.llm import LLMClient
+from rag_core.llm import LLMClient
 from rag_core.progress import progress as progress_bar
 
 EXPERIMENT = "judge calibration"

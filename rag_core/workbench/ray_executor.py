@@ -35,11 +35,12 @@ from typing import Callable
 
 import ray
 
+from rag_core.errors import RunFailure
 from rag_core.workbench.evaluation import EvalInputs
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.points import POINT_HASH_TAG, PointJob, PointOutcome, run_point
 from rag_core.workbench.sweep_file import SweepPoint
-from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, Tracker
+from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, RunStatus, Tracker
 
 ATTEMPTS = 3  # a point is tried at most this often when its worker process dies
 FORWARDED_PREFIXES = ("RAG_", "HF_", "MLFLOW_", "TRANSFORMERS_", "TOKENIZERS_", "PYTHONPATH")
@@ -61,7 +62,7 @@ def forwarded_env(tracking_uri: str) -> dict[str, str]:
     return env
 
 
-class ClusterUnavailable(ConnectionError):
+class ClusterUnavailable(RunFailure, ConnectionError):
     """The Ray cluster cannot be joined (exit 1)."""
 
 
@@ -98,7 +99,7 @@ def supersede_dead_attempts(tracker: Tracker, experiment: str, parent_run_id: st
                                      f"tags.`{POINT_HASH_TAG}` = '{point_hash}' and attributes.status = 'RUNNING'")
     for run in stale:
         tracker.client.set_tag(run.info.run_id, SUPERSEDED_TAG, "true")
-        tracker.finish(run.info.run_id, "KILLED")
+        tracker.finish(run.info.run_id, RunStatus.KILLED)
         tracker.client.delete_run(run.info.run_id)
     return len(stale)
 
@@ -175,18 +176,18 @@ class RayWorkers:
                                                  f"tags.`{POINT_HASH_TAG}` = '{point_hash}' and attributes.status = 'RUNNING'")
             message = f"Ray worker lost after {ATTEMPTS} attempts: {type(error).__name__}: {str(error)[:500]}"
             for run in stale[1:]:
-                tracker.finish(run.info.run_id, "KILLED")
+                tracker.finish(run.info.run_id, RunStatus.KILLED)
             if stale:
                 tracker.fail(stale[0].info.run_id, message)
-            return PointOutcome(point, "FAILED", stale[0].info.run_id if stale else None,
+            return PointOutcome(point, RunStatus.FAILED, stale[0].info.run_id if stale else None,
                                 seconds=time.perf_counter() - started, error=message)
 
     def kill_running(self) -> None:
         """After an interruption: the children still RUNNING become KILLED, the actors end."""
         job = self.job
         for run in job.tracker.child_runs(job.experiment, job.parent_run_id):
-            if run.info.status == "RUNNING":
-                job.tracker.finish(run.info.run_id, "KILLED")
+            if run.info.status == RunStatus.RUNNING:
+                job.tracker.finish(run.info.run_id, RunStatus.KILLED)
         for actor in self.actors:
             ray.kill(actor, no_restart=True)
         self.actors = []

@@ -41,9 +41,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from rag_core.config import ConfigError
-from rag_core.evaluate.evaluation import golden_fingerprint
+from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
-from rag_core.workbench.tracking import TAG_PREFIX, Tracker
+from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome, run_point
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
@@ -73,11 +73,11 @@ class SweepResult:
 
     @property
     def executed(self) -> list[PointOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status in ("FINISHED", "FAILED")]
+        return [outcome for outcome in self.outcomes if outcome.status in (RunStatus.FINISHED, RunStatus.FAILED)]
 
     @property
     def failed(self) -> list[PointOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status == "FAILED"]
+        return [outcome for outcome in self.outcomes if outcome.status == RunStatus.FAILED]
 
 
 def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, output_dir: str | Path | None = None,
@@ -118,10 +118,10 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     parent_id, resumed = parent_run(tracker, experiment, spec, inputs, len(points), rerun)
     finished = {} if rerun else finished_points(tracker, experiment, parent_id)
     todo = [point for point in points if point_hashes[point.number] not in finished]
-    outcomes = [PointOutcome(point, "SKIPPED", finished[point_hashes[point.number]]) for point in points if point not in todo]
+    outcomes = [PointOutcome(point, RunStatus.SKIPPED, finished[point_hashes[point.number]]) for point in points if point not in todo]
     unavailable, todo = _without_unavailable_models(todo)
     if unavailable:
-        outcomes += [PointOutcome(point, "UNAVAILABLE", None, error=reason) for point, reason in unavailable]
+        outcomes += [PointOutcome(point, RunStatus.UNAVAILABLE, None, error=reason) for point, reason in unavailable]
         line = _unavailable_line(unavailable)
         echo(line)
         tracker.client.set_tag(parent_id, UNAVAILABLE_TAG, line[:5000])
@@ -166,10 +166,10 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
         outcomes += list(_execute(todo, workers, run_one))
     except KeyboardInterrupt:
         for run_id in list(running):
-            tracker.finish(run_id, "KILLED")
+            tracker.finish(run_id, RunStatus.KILLED)
         if remote is not None:
             remote.kill_running()
-        tracker.finish(parent_id, "KILLED")
+        tracker.finish(parent_id, RunStatus.KILLED)
         raise
     finally:
         for kernel in all_kernels:
@@ -189,8 +189,8 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
         folder = Path(temp)
         table.to_csv(folder / "comparison.csv", index=False)
         tracker.log_artifacts(parent_id, [folder / "comparison.csv", spec.path])
-    any_failed = any(outcome.status == "FAILED" for outcome in outcomes)
-    tracker.finish(parent_id, "FAILED" if any_failed else "FINISHED")
+    any_failed = any(outcome.status == RunStatus.FAILED for outcome in outcomes)
+    tracker.finish(parent_id, RunStatus.FAILED if any_failed else RunStatus.FINISHED)
     outcomes.sort(key=lambda outcome: points.index(outcome.point))
     return SweepResult(spec.name, experiment, parent_id, resumed, outcomes, skipped_invalid,
                        _unavailable_line(unavailable) if unavailable else None, work, table, spec.primary_metric,
@@ -267,7 +267,7 @@ def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, ech
 
 def progress_line(position: int, total: int, outcome: PointOutcome, primary_metric: str) -> str:
     head = f"[{position}/{total}] {outcome.point.label}"
-    if outcome.status == "FAILED":
+    if outcome.status == RunStatus.FAILED:
         return f"{head}: FAILED ({outcome.error.splitlines()[0][:200] if outcome.error else ''}) [{outcome.seconds:.1f} s]"
     value = outcome.metrics.get(primary_metric)
     shown = f"{primary_metric} {value:.3f}" if value is not None else "done"

@@ -36,14 +36,13 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_mapping, read_yaml_settings, setting_names
-from rag_core.evaluate.metrics import metric_names
+from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC, metric_names
 from rag_core.evaluate.relevance import LEVELS
 from rag_core.workbench.holdout import check_holdout
 
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
               "primary_metric", "base", "grid", "points",
               "holdout", "holdout_seed")
-DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # page level: comparable across chunk sizes; nDCG: rewards order
 
 
 # --- the sweep file -----------------------------------------------------------------------------

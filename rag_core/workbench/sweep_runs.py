@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 from typing import Mapping
 
-from rag_core.evaluate.evaluation import golden_fingerprint
+from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.workbench.evaluation import EvalInputs
 from rag_core.workbench.points import KIND_TAG, POINT_HASH_TAG, SWEEP_HASH_TAG
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec
-from rag_core.workbench.tracking import TAG_PREFIX, Tracker, git_tags, run_metrics
+from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker, git_tags, run_metrics
 
 
 def parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: EvalInputs, n_points: int,
@@ -26,7 +26,7 @@ def parent_run(tracker: Tracker, experiment: str, spec: SweepSpec, inputs: EvalI
         experiment, f"tags.`{SWEEP_HASH_TAG}` = '{spec.hash}' and tags.`{KIND_TAG}` = 'sweep'", ["attributes.start_time DESC"])
     if earlier:
         run_id = earlier[0].info.run_id
-        tracker.client.update_run(run_id, status="RUNNING")
+        tracker.client.update_run(run_id, status=RunStatus.RUNNING.value)
         return run_id, True
     tags = {SWEEP_HASH_TAG: spec.hash, KIND_TAG: "sweep", TAG_PREFIX + "corpus_fingerprint": inputs.corpus.fingerprint,
             TAG_PREFIX + "golden_fingerprint": golden_fingerprint(inputs.queries), **git_tags()}
@@ -47,10 +47,10 @@ def finished_points(tracker: Tracker, experiment: str, parent_id: str) -> dict[s
     finished = {}
     for run in tracker.child_runs(experiment, parent_id):
         point_hash = run.data.tags.get(POINT_HASH_TAG)
-        if run.info.status == "FINISHED" and point_hash:
+        if run.info.status == RunStatus.FINISHED and point_hash:
             finished[point_hash] = run.info.run_id
-        elif run.info.status == "RUNNING":
-            tracker.finish(run.info.run_id, "KILLED")
+        elif run.info.status == RunStatus.RUNNING:
+            tracker.finish(run.info.run_id, RunStatus.KILLED)
     return finished
 
 
@@ -59,7 +59,7 @@ def log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points
                        kernels_started: int, wall_seconds: float) -> dict[str, float]:
     """The work of the whole sweep, summed over its finished child runs (all attempts) + the prebuild."""
     children = tracker.child_runs(experiment, parent_id)
-    done = [run_metrics(run) for run in children if run.info.status == "FINISHED"]
+    done = [run_metrics(run) for run in children if run.info.status == RunStatus.FINISHED]
     previous = tracker.client.get_run(parent_id).data.metrics  # prebuild work of earlier attempts
 
     def total(name: str) -> float:
@@ -73,8 +73,8 @@ def log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points
         "sweep/points_invalid": float(len(skipped_invalid)),
         "sweep/points_unavailable": float(points_unavailable),
         "sweep/points_finished": float(len({run.data.tags.get(POINT_HASH_TAG) for run in children
-                                            if run.info.status == "FINISHED"})),
-        "sweep/points_failed": float(sum(run.info.status == "FAILED" for run in children)),
+                                            if run.info.status == RunStatus.FINISHED})),
+        "sweep/points_failed": float(sum(run.info.status == RunStatus.FAILED for run in children)),
         "sweep/distinct_chunkings": float(len({point.build_key[:3] for point in points})),
         "sweep/chunkings_built": total("index/chunkings_built") + prebuilt("chunkings_built"),
         "sweep/dense_indexes_built": sum(float(m.get("index/embedded", 0) + m.get("index/embed_cache_hits", 0) > 0)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 from rag_core.workbench.tracking import secret_scrubber
 
 if TYPE_CHECKING:
-    from rag_core.evaluate.evaluation import EvalReport
+    from rag_core.evaluate.evaluator import EvalReport
     from rag_core.records import Hit
     from rag_core.retrieve.pipeline import Retrieval
 

@@ -10,8 +10,8 @@ What a run holds (``log_evaluation``):
 - params: every setting, the models actually used, corpus and golden-set fingerprints;
 - metrics: every metric of the report. MLflow allows only ``[A-Za-z0-9_ ./:-]`` in metric names,
   so ``@`` is written ``_at_``: ``page/recall@5`` is logged as ``page/recall_at_5``. The mapping is
-  one-to-one and only MLflow sees it: the CLI's JSON, the CSV and every table keep ``@``, and
-  ``metric_name_from_mlflow`` turns names read back from MLflow into the ``@`` form again;
+  one-to-one and only MLflow sees it (``rag_core.workbench.mlflow_names``): the CLI's JSON, the CSV and
+  every table keep ``@``, and ``metric_name_from_mlflow`` turns names read back into the ``@`` form again;
 - tags: the git commit (``mlflow.source.git.commit``), the fingerprints, and whatever the caller adds
   (``rag.point_hash`` for sweep points);
 - artifacts (the plots drawn by ``rag_core.workbench.plots``): ``per_query.csv``, ``metrics.json`` (``@`` names), ``ranx/qrels.json`` and
@@ -38,19 +38,22 @@ import re
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
+from rag_core._compat import StrEnum
 from rag_core.api_keys import KEY_ENV, redact, secret_values
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
 from rag_core.evaluate.relevance import LEVELS, collapse_ranking
+from rag_core.workbench.experiment_view import experiment_tags, missing_tags
+from rag_core.workbench.mlflow_names import metric_name_from_mlflow, mlflow_metric_name
 from rag_core.workbench.plots import plot_latency_by_stage, plot_retrieval_by_level
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
 
-    from rag_core.evaluate.evaluation import EvalReport
+    from rag_core.evaluate.evaluator import EvalReport
 
 SECRET_ENV_VARS = tuple(KEY_ENV.values())  # ANTHROPIC_API_KEY, OPENAI_API_KEY
 TAG_PREFIX = "rag."
@@ -62,15 +65,34 @@ class SecretInRun(ValueError):
     """A value about to be logged contains an API key; nothing was logged."""
 
 
-# --- metric names ------------------------------------------------------------------------------
-def mlflow_metric_name(name: str) -> str:
-    """``page/recall@5`` -> ``page/recall_at_5`` (MLflow rejects ``@``)."""
-    return name.replace("@", "_at_")
+class RunStatus(StrEnum):
+    """A run's status: MLflow's own (the value is what MLflow stores), and the two a sweep point can
+    also end with without a run of its own being executed."""
+
+    RUNNING = "RUNNING"
+    FINISHED = "FINISHED"
+    FAILED = "FAILED"
+    KILLED = "KILLED"
+    SKIPPED = "SKIPPED"  # a sweep point finished in an earlier run of the sweep: not run again
+    UNAVAILABLE = "UNAVAILABLE"  # a sweep point whose model cannot be loaded: not run
 
 
-def metric_name_from_mlflow(name: str) -> str:
-    """``page/recall_at_5`` -> ``page/recall@5``; other names unchanged."""
-    return re.sub(r"_at_(\d+)$", r"@\1", name)
+@dataclass(frozen=True)
+class TrackingTarget:
+    """Where an evaluation is logged in MLflow: one record instead of six arguments.
+
+    ``uri``: the tracking store (None: ``MLFLOW_TRACKING_URI`` or ``mlruns/``); ``experiment``: its
+    name (None: the caller's default, one per corpus + golden set); ``run_name`` (None: the caller's
+    default, from the main settings); ``run_id``: log into this run, which the caller created and ends
+    (a sweep point), else a new run is made; ``parent_run_id``: nest that new run under this one;
+    ``tags``: added to the run."""
+
+    uri: str | None = None
+    experiment: str | None = None
+    run_name: str | None = None
+    run_id: str | None = None
+    parent_run_id: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
 
 
 # --- the tracker --------------------------------------------------------------------------------
@@ -104,8 +126,6 @@ class Tracker:
     def experiment_id(self, name: str) -> str:
         """Id of experiment `name`, created (with its artifact location and the UI's tags, see
         ``rag_core.workbench.experiment_view``) when missing; an existing one gets the tags it lacks."""
-        from rag_core.workbench.experiment_view import experiment_tags, missing_tags
-
         experiment = self.client.get_experiment_by_name(name)
         if experiment is not None:
             for key, value in missing_tags(experiment.tags).items():
@@ -156,13 +176,13 @@ class Tracker:
             else:
                 self.client.log_artifact(run_id, str(path), artifact_path)
 
-    def finish(self, run_id: str, status: str = "FINISHED") -> None:
-        self.client.set_terminated(run_id, status)
+    def finish(self, run_id: str, status: RunStatus = RunStatus.FINISHED) -> None:
+        self.client.set_terminated(run_id, str(status))
 
     def fail(self, run_id: str, error: str) -> None:
         """Mark a run FAILED, with the error as the ``rag.error`` tag."""
         self.client.set_tag(run_id, TAG_PREFIX + "error", redact(error)[:5000])
-        self.client.set_terminated(run_id, "FAILED")
+        self.client.set_terminated(run_id, RunStatus.FAILED.value)
 
     def runs(self, experiment: str, filter_string: str = "", order_by: list[str] | None = None) -> list["Run"]:
         """Runs of `experiment` matching an MLflow filter (all pages); [] when it does not exist."""
@@ -192,40 +212,33 @@ def run_metrics(run: "Run") -> dict[str, float]:
 
 
 # --- one evaluation = one run -------------------------------------------------------------------
-def log_evaluation(
-    report: "EvalReport",
-    *,
-    experiment: str,
-    run_name: str | None = None,
-    parent_run_id: str | None = None,
-    run_id: str | None = None,
-    tags: Mapping[str, str] | None = None,
-    extra_artifacts: Iterable[str | Path] = (),
-    tracking_uri: str | None = None,
-) -> str:
-    """Log `report` and return the run id.
+def log_evaluation(report: "EvalReport", target: TrackingTarget, *, extra_artifacts: Iterable[str | Path] = ()) -> str:
+    """Log `report` where `target` says (its ``experiment`` is required) and return the run id.
 
-    Without `run_id` a run is created (nested under `parent_run_id` when given) and ended FINISHED
-    (FAILED if logging fails). With `run_id` (a run the caller created, e.g. a sweep point) the
-    report is logged into it and its status is left to the caller.
+    Without ``target.run_id`` a run is created (nested under ``target.parent_run_id`` when given) and
+    ended FINISHED (FAILED if logging fails). With ``target.run_id`` (a run the caller created, e.g. a
+    sweep point) the report is logged into it and its status is left to the caller.
     """
-    tracker = Tracker.at(tracking_uri)
+    if not target.experiment:
+        raise ValueError("log_evaluation needs target.experiment")
+    tracker = Tracker.at(target.uri)
+    run_id, run_name = target.run_id, target.run_name
     run_tags = {**evaluation_tags(report.params), **({TAG_PREFIX + "kind": "evaluation"} if run_id is None else {}),
-                **(tags or {})}
+                **target.tags}
     guard_secrets({**report.params, **run_tags, "run name": run_name or ""})
     with tempfile.TemporaryDirectory(prefix="rag-artifacts-") as folder:
         written = write_evaluation_artifacts(report, Path(folder))
         guard_secret_files([*written, *map(Path, extra_artifacts)])
         own_run = run_id is None
         if own_run:
-            run_id = tracker.start_run(experiment, run_name, parent_run_id=parent_run_id, tags=run_tags)
+            run_id = tracker.start_run(target.experiment, run_name, parent_run_id=target.parent_run_id, tags=run_tags)
         try:
             tracker.log(run_id, params=report.params, metrics=report.metrics, tags={} if own_run else run_tags)
             tracker.log_artifacts(run_id, [Path(folder)])
             tracker.log_artifacts(run_id, list(extra_artifacts))
         except BaseException:
             if own_run:
-                tracker.finish(run_id, "FAILED")
+                tracker.finish(run_id, RunStatus.FAILED)
             raise
         if own_run:
             tracker.finish(run_id)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rag_core.config import RagConfig
-from rag_core.evaluate.evaluation import evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import GoldenQuery
 from rag_core.evaluate.relevance import build_qrels
 from rag_core.ingest.corpus import Corpus

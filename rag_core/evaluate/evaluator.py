@@ -24,12 +24,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig
-from rag_core.ingest.corpus import Corpus
+from rag_core.evaluate.answers import judge_answers
 from rag_core.evaluate.golden import GoldenQuery
-from rag_core.evaluate.metrics import EvalResult, evaluate_rankings, first_relevant_rank, latency_summary
-from rag_core.retrieve.pipeline import Pipeline, Retrieval
+from rag_core.evaluate.metrics import RankingMetrics, evaluate_rankings, first_relevant_rank, latency_summary
+from rag_core.evaluate.relevance import QrelsByLevel, build_qrels, evidence_as_pages
+from rag_core.ingest.corpus import Corpus
+from rag_core.progress import progress as progress_bar
 from rag_core.records import Chunk
-from rag_core.evaluate.relevance import QrelsByLevel, build_qrels
+from rag_core.retrieve.filters import describe
+from rag_core.retrieve.pipeline import Pipeline, Retrieval
 
 # Pipeline stages in order, as named in the per-query table.
 TRACE_STAGES = ("dense", "bm25", "fused", "rerank", "final")
@@ -75,16 +78,14 @@ def evaluate_config(
     build_seconds = time.perf_counter() - started
     judged = queries
     if any(doc.extraction != pipeline.corpus.by_id[doc.doc_id].extraction for doc in corpus.documents):
-        from rag_core.evaluate.relevance import evidence_as_pages  # evidence texts were copied from the plain text
-
-        judged = evidence_as_pages(queries, corpus.by_id)
+        judged = evidence_as_pages(queries, corpus.by_id)  # evidence texts were copied from the plain text
     corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
     qrels = build_qrels(judged, corpus.by_id, pipeline.index.chunks)
 
     retrievals: dict[str, Retrieval] = {}
     started_ns: dict[str, int] = {}
     latency: dict[str, list[float]] = {}  # stage -> samples in ms
-    iterator = _progress(queries, progress, "Evaluating")
+    iterator = progress_bar(queries, progress, "Evaluating", unit="query")
     for position, query in enumerate(iterator, start=1):
         started_ns[query.id] = time.time_ns()
         retrieval = pipeline.retrieve(query.query, where=dict(query.filter) or where)
@@ -126,8 +127,6 @@ def evaluate_config(
     rows = [trace_row(query, retrievals[query.id], qrels["chunk"][query.id], result.per_query[query.id])
             for query in queries]
     if judge:
-        from rag_core.evaluate.answers import judge_answers
-
         judge_metrics, judge_rows = judge_answers(queries, retrievals, config, progress=progress)
         metrics.update(judge_metrics)
         for row, extra in zip(rows, judge_rows):
@@ -141,8 +140,6 @@ def evaluate_config(
         "queries": str(len(queries)),
     }
     if where:
-        from rag_core.retrieve.filters import describe
-
         params["filter"] = describe(where)
     return EvalReport(metrics, rows, params, retrievals, qrels, ranked, started_ns)
 
@@ -151,7 +148,7 @@ CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")
 
 
 def child_level_metrics(queries: Sequence[GoldenQuery], corpus: Corpus, children: Sequence[Chunk],
-                        retrievals: dict[str, Retrieval], ks: Sequence[int]) -> EvalResult:
+                        retrievals: dict[str, Retrieval], ks: Sequence[int]) -> RankingMetrics:
     """``child/recall@5``, ...: the fused child ranking (before collapsing to parents) against the
     children relevant by the same rules as chunks (SPEC section 5)."""
     child_qrels = build_qrels(queries, corpus.by_id, children)["chunk"]
@@ -160,7 +157,7 @@ def child_level_metrics(queries: Sequence[GoldenQuery], corpus: Corpus, children
     result = evaluate_rankings({"chunk": child_qrels}, ranked, ks)
     rename = lambda values: {f"child/{name[len('chunk/'):]}": value  # noqa: E731
                              for name, value in values.items() if name.startswith("chunk/")}
-    return EvalResult(rename(result.averages), {qid: rename(values) for qid, values in result.per_query.items()})
+    return RankingMetrics(rename(result.averages), {qid: rename(values) for qid, values in result.per_query.items()})
 
 
 def expansion_metrics(retrievals: Iterable[Retrieval]) -> dict[str, float]:
@@ -216,10 +213,3 @@ def _outcome(first: dict[str, int | None], retrieval: Retrieval) -> str:
         return "lost at re-rank" if first.get("rerank") else "cut before re-rank"
     return "ranked below k"
 
-
-def _progress(items: Sequence, enabled: bool, description: str):
-    if not enabled:
-        return items
-    from tqdm.auto import tqdm
-
-    return tqdm(items, desc=description, unit="query")

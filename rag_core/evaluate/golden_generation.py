@@ -33,14 +33,14 @@ from typing import Any, Sequence
 
 from rag_core.evaluate.golden import GoldenSetError
 from rag_core.evaluate.near_duplicates import near_duplicate
-from rag_core.evaluate.passage_sampling import Passage, candidate_passages, stratified_order
+from rag_core.evaluate.passage_sampling import candidate_passages, stratified_order
 from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
 from rag_core.generate.cost import TokenUsage
-from rag_core.generate.llm import TRANSIENT_ERRORS, LLMClient, complete_with_retries
+from rag_core.llm import TRANSIENT_ERRORS, LLMClient, complete_with_retries
 from rag_core.generate.question_writer import (QUESTION_MAX_TOKENS, MalformedQuestionReply, WrittenQuestion,
                                                parse_question_reply, question_prompt, question_types)
 from rag_core.progress import progress as progress_bar
-from rag_core.records import Document
+from rag_core.records import Document, Passage
 
 log = logging.getLogger(__name__)
 

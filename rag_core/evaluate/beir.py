@@ -25,7 +25,8 @@ import random
 import warnings
 from pathlib import Path
 
-from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError, read_jsonl
+from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError
+from rag_core.jsonl import read_jsonl
 from rag_core.records import Document
 
 
@@ -44,7 +45,7 @@ def load_beir(directory: str | Path, split: str = "test") -> tuple[list[Document
 
     documents = _read_corpus(corpus_path)
     query_texts: dict[str, str] = {}  # query_id -> text
-    for _, where, record in read_jsonl(queries_path):
+    for _, where, record in read_jsonl(queries_path, GoldenSetError):
         query_id = _required_id(record, where)
         if query_id in query_texts:
             raise GoldenSetError(f"{where}: duplicate query id {query_id!r}")
@@ -73,7 +74,7 @@ def load_beir(directory: str | Path, split: str = "test") -> tuple[list[Document
 def _read_corpus(path: Path) -> list[Document]:
     documents: list[Document] = []
     seen: set[str] = set()
-    for _, where, record in read_jsonl(path):
+    for _, where, record in read_jsonl(path, GoldenSetError):
         doc_id = _required_id(record, where)
         if doc_id in seen:
             raise GoldenSetError(f"{where}: duplicate corpus id {doc_id!r}")

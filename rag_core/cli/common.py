@@ -1,0 +1,92 @@
+"""What every subcommand shares: the common options (``--config``, ``--store``, ``--json``), a flag per
+setting of ``RagConfig``, reading them back (``config_from_args``, ``store_from_args``), printing text or
+JSON (``emit``), and the exit code of a known failure (``known_failure``).
+
+Exit codes: 0 ok, 1 a failure while running (``rag_core.errors.RunFailure``: a model, the LLM API, a
+store that cannot be written), 2 bad input (``rag_core.errors.BadInput``: settings, paths, golden sets,
+an empty store). Left out: the subcommands themselves (one module each, beside this one).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from rag_core.api_keys import redact
+from rag_core.config import SETTING_HELP, RagConfig, load_config
+from rag_core.errors import BadInput, RunFailure
+from rag_core.paths import default_store_dir
+from rag_core.retrieve.filters import FilterError
+from rag_core.retrieve.models import ModelLoadError
+from rag_core.retrieve.vector_errors import VectorStoreError
+
+EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
+
+
+# --- arguments ------------------------------------------------------------------------------------
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--config``, ``--store``, ``--json`` and one flag per setting (``--chunk-size``, ``--per-page`` /
+    ``--no-per-page``), each left None unless given, so the config file's value stays."""
+    common = parser.add_argument_group("common options")
+    common.add_argument("--config", metavar="FILE", help="YAML file of settings (see experiments/*.yaml)")
+    common.add_argument("--store", metavar="DIR", default=None,
+                        help="where indexes live (default: $RAG_STORE or ./.rag_store)")
+    common.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
+    settings = parser.add_argument_group("settings (override the config file; defaults in brackets)")
+    for field in dataclasses.fields(RagConfig):
+        flag = "--" + field.name.replace("_", "-")
+        default = field.default
+        if field.type in ("bool", bool):
+            settings.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
+                                  help=f"{SETTING_HELP[field.name]} [{default}]")
+        else:
+            shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+            settings.add_argument(flag, dest=field.name, default=None, metavar=_metavar(field.type),
+                                  help=f"{SETTING_HELP[field.name]} [{shown}]")
+
+
+def add_where_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
+    parser.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                        help="retrieve only from documents whose metadata match, before ranking; repeatable, "
+                             "a key given twice means any of its values (keys: doc_id, title, pages and the "
+                             "metadata.jsonl / --metadata-pattern keys)" + note)
+
+
+def _metavar(kind: object) -> str:
+    return {"int": "N", "float": "X"}.get(str(kind), "LIST" if str(kind).startswith("tuple") else "NAME")
+
+
+def setting_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings given as flags (name -> value); the others are None and left out."""
+    return {field.name: value for field in dataclasses.fields(RagConfig)
+            if (value := getattr(args, field.name, None)) is not None}
+
+
+def config_from_args(args: argparse.Namespace) -> RagConfig:
+    overrides = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(RagConfig)}
+    return load_config(args.config, overrides)
+
+
+def store_from_args(args: argparse.Namespace) -> Path:
+    return Path(args.store) if args.store else default_store_dir()
+
+
+# --- output ---------------------------------------------------------------------------------------
+def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
+    """`payload` as JSON with ``--json``, else `text`."""
+    if args.json:
+        print(json.dumps(payload, indent=2, default=str))
+    else:
+        print(text)
+
+
+def known_failure(exc: Exception) -> tuple[str, int] | None:
+    """(one-line message, exit code) for failures the user can act on; None for bugs (tracebacks)."""
+    if isinstance(exc, (BadInput, FilterError)):
+        return str(exc), EXIT_BAD_INPUT
+    if isinstance(exc, (RunFailure, ModelLoadError, VectorStoreError)):
+        return redact(str(exc)), EXIT_FAILURE
+    return None

@@ -1,0 +1,39 @@
+"""``rag-pipeline query "QUESTION"``: retrieve passages and answer with citations (``--explain``: each
+passage's rank and score at every stage).
+
+The work is ``rag_core.service.answer_query``; the text is ``rag_core.workbench.reports``.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from rag_core.cli.common import EXIT_OK, add_where_argument, config_from_args, emit, store_from_args
+from rag_core.retrieve.filters import parse_where
+
+NAME = "query"
+HELP = "answer a question from the ingested documents, with citations"
+DESCRIPTION = ("Retrieve passages for QUESTION and answer with [Source: document, page N] citations (LLM with an "
+               "API key, extractive without).")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("question", help="the question, in quotes")
+    parser.add_argument("--explain", action="store_true",
+                        help="show each final passage's rank and score at every stage (vector, BM25, fused, re-ranked)")
+    parser.add_argument("--no-llm", action="store_true", help="never call the LLM: extractive answer")
+    add_where_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    from rag_core.service import answer_query
+    from rag_core.workbench.reports import format_answer, format_explain
+
+    config = config_from_args(args)
+    result = answer_query(args.question, store_from_args(args), config, use_llm=not args.no_llm,
+                          where=parse_where(args.where))
+    text = format_answer(result)
+    if args.explain:
+        text += "\n\n" + format_explain(result, config)
+    emit(args, result.as_json(), text)
+    return EXIT_OK

@@ -1,0 +1,240 @@
+"""Plain-text reports of results, for the terminal (``rag-pipeline``) and the notebooks alike.
+
+- ``format_answer`` / ``format_explain``: a query's answer with its sources, and each passage's rank
+  and score at every stage (``query`` and ``query --explain``);
+- ``format_eval_report``: one evaluation's metrics table, context, latency per stage and index
+  statistics (``eval``, and ``show`` in ``notebooks/02-evaluate.ipynb``);
+- ``format_sweep`` / ``format_holdout``: a sweep's comparison table with intervals, its work and the
+  honest winner (``sweep``, ``make demo``, ``notebooks/03-compare.ipynb``);
+- ``format_calibration``: the judge against human scores (``calibrate-judge``).
+Each takes the result record and returns a string; none prints, reads arguments or exits (that is
+``rag_core.cli``). Heavy imports (pandas) happen inside the function that needs them.
+Left out: JSON output (each command's ``--json`` prints its records as they are).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Sequence
+
+from rag_core.evaluate.metrics import metric_names
+from rag_core.evaluate.relevance import LEVELS
+from rag_core.retrieve.pipeline import STAGES
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
+    from rag_core.evaluate.evaluator import EvalReport
+    from rag_core.retrieve.pipeline import Retrieval
+    from rag_core.service import QueryResult
+    from rag_core.workbench.evaluation import EvalRun
+    from rag_core.workbench.honest import HoldoutReport
+    from rag_core.workbench.judge_calibration import Calibration
+    from rag_core.workbench.sweep import SweepResult
+
+
+# --- a query -------------------------------------------------------------------------------------
+def format_answer(result: "QueryResult") -> str:
+    answer = result.answer
+    lines = [answer.text.rstrip()]
+    if answer.warning:
+        lines += ["", f"note: {answer.warning}"]
+    if answer.sources:
+        lines += ["", "Sources:"] + [f"  {source}" for source in answer.sources]
+    meta = f"mode: {answer.mode}"
+    if answer.model:
+        meta += f", model: {answer.model}"
+    if answer.usage:
+        meta += f", tokens: {answer.usage.get('input_tokens')} in / {answer.usage.get('output_tokens')} out"
+    lines += ["", meta]
+    return "\n".join(lines)
+
+
+def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> str:
+    """A table: each final passage's rank and score at every stage it went through."""
+    header = f"{'#':>2}  {'passage':<40}" + "".join(f"{stage:>16}" for stage in STAGES)
+    rows = [header, "-" * len(header)]
+    for position, hit in enumerate(result.retrieval.hits, start=1):
+        label = f"{hit.chunk.doc_id} p{hit.chunk.page_start}" + (
+            f"-{hit.chunk.page_end}" if hit.chunk.page_end != hit.chunk.page_start else "")
+        cells = []
+        for stage in STAGES:
+            score = hit.stages.get(stage)
+            ran = stage in result.retrieval.stages
+            cells.append(f"{f'#{score.rank} {score.score:.4g}' if score else ('-' if ran else 'off'):>16}")
+        rows.append(f"{position:>2}  {label[:40]:<40}" + "".join(cells))
+    latency = ", ".join(f"{name} {ms:.1f} ms" for name, ms in result.retrieval.latency_ms.items())
+    rows += ["", "(rank and score per stage; '-' = not in that stage's list, 'off' = stage not run)",
+             f"latency: {latency}"]
+    if result.retrieval.filter:
+        rows.append(f"filter: {result.retrieval.filter} (applied before ranking)")
+    if result.retrieval.routed:
+        rows.append("routed to: " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
+                                             for rank, item in enumerate(result.retrieval.routed, start=1)))
+    elif config is not None and config.route_docs:
+        rows.append("routing: not applied, the question names no document (route_when named): every document searched")
+    rows += explain_retrieval_settings(result.retrieval, config)
+    return "\n".join(rows)
+
+
+def explain_retrieval_settings(retrieval: "Retrieval", config: "RagConfig | None") -> list[str]:
+    """Lines on fusion, query expansion and parent-child chunks, when they differ from plain retrieval."""
+    lines: list[str] = []
+    if config is not None and config.mode == "hybrid" and (config.fusion != "rrf" or config.fusion_weights):
+        weights = ",".join(f"{w:g}" for w in config.fusion_weights) or "equal"
+        norm = "" if config.fusion == "rrf" else f", {config.fusion_norm} normalisation"
+        lines.append(f"fusion: {config.fusion}{norm}, weights (dense, bm25) {weights}")
+    expansion = retrieval.expansion
+    if expansion.get("method") == "rm3":
+        terms = ", ".join(f"{term} {weight:.3f}" for term, weight in expansion.get("terms", {}).items())
+        lines.append(f"query expansion rm3 (BM25 query as weighted terms): {terms or 'no feedback documents'}")
+    elif expansion.get("method") == "multi_query":
+        lines.append(f"query expansion multi_query ({expansion['model']}, {expansion['input_tokens']} tokens in / "
+                     f"{expansion['output_tokens']} out); rephrasings, each retrieved and fused with RRF:")
+        lines += [f"  {n}. {text}" for n, text in enumerate(expansion["queries"], start=1)]
+    elif expansion.get("method") == "hyde":
+        lines.append(f"query expansion hyde ({expansion['model']}, {expansion['input_tokens']} tokens in / "
+                     f"{expansion['output_tokens']} out); hypothetical passage embedded with the query:")
+        lines.append("  " + " ".join((expansion.get("passage") or "(empty)").split())[:300])
+    if retrieval.child_ranking:
+        lines.append(f"parent-child: {len(retrieval.child_ranking)} child chunks ranked, collapsed to their parents "
+                     "(each at its best child's rank); the passages above are the parents")
+    return [""] + lines if lines else []
+
+
+# --- an evaluation -------------------------------------------------------------------------------
+def format_eval_report(report: "EvalReport") -> str:
+    metrics, params = report.metrics, report.params
+    ks = sorted({int(k) for k in params.get("metrics_k", "5,10").split(",")})
+    names = metric_names(ks)
+    lines = [f"Retrieval: {int(metrics.get('eval/queries', 0))} queries, mode {params.get('mode')}, "
+             f"rerank_depth {params.get('rerank_depth')}; the final ranking is scored to depth {max(ks)}"]
+    lines += text_table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
+                                            for level in (*LEVELS, *(("child",) if "child/mrr" in metrics else ()))])
+    lines += ["", f"Context (the k={params.get('k')} passages given to the LLM): "
+                  f"recall {metrics.get('context/recall', 0.0):.3f}, precision {metrics.get('context/precision', 0.0):.3f}, "
+                  f"{metrics.get('context/words', 0.0):.0f} words per query"]
+    stages = [name[len("latency/"):-len("_p50_ms")] for name in metrics if name.endswith("_p50_ms")]
+    if stages:
+        lines += ["", "Latency per query (ms)"]
+        lines += text_table(["stage", "p50", "p95"], [[stage, f"{metrics[f'latency/{stage}_p50_ms']:.2f}",
+                                                       f"{metrics[f'latency/{stage}_p95_ms']:.2f}"] for stage in stages])
+    if "expansion/input_tokens" in metrics:
+        lines.append(f"Query expansion {params.get('query_expansion')}: {metrics['expansion/input_tokens']:.0f} tokens in, "
+                     f"{metrics['expansion/output_tokens']:.0f} out per query (LLM)")
+    index = {name[len("index/"):]: value for name, value in metrics.items() if name.startswith("index/")}
+    lines += ["", f"Index: {int(index.get('documents', 0))} documents, {int(index.get('chunks', 0))} chunks "
+                  f"(chunked now: {'yes' if index.get('chunkings_built') else 'no, reused'}), "
+                  f"ingest {index.get('ingest_seconds', 0.0):.1f} s"]
+    if "embed_model_used" in params:
+        rate = index.get("embed_chunks_per_s")
+        lines.append(f"Embeddings: {int(index.get('embedded', 0))} computed"
+                     + (f" ({rate:.1f} chunks/s)" if rate else "")
+                     + f", {int(index.get('embed_cache_hits', 0))} from cache; {int(index.get('truncated', 0))} chunks "
+                     f"({100 * index.get('truncated_share', 0.0):.1f}%) longer than the model's "
+                     f"{int(index.get('max_seq_length', 0))} tokens")
+        lines.append(f"Embedding model: {params['embed_model_used']}")
+    if "rerank_model_used" in params:
+        lines.append(f"Re-rank: {int(metrics.get('rerank/pairs_scored', 0))} pairs scored, "
+                     f"{int(metrics.get('rerank/cache_hits', 0))} from cache; model: {params['rerank_model_used']}")
+    return "\n".join(lines)
+
+
+def show(evaluation: "EvalRun") -> None:
+    """In a notebook: display the metrics table and record the result (a JSON output papermill keeps,
+    which the sweep reads back: ``rag_core.workbench.points.read_recorded_result``)."""
+    from IPython.display import display
+
+    from rag_core.workbench.evaluation import RESULT_MIME
+
+    print(format_eval_report(evaluation.report))
+    if evaluation.run_id:
+        print(f"\nMLflow run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
+    display({RESULT_MIME: json.loads(json.dumps(evaluation.record(), default=str)),
+             "text/plain": "(evaluation result recorded as JSON)"}, raw=True)
+
+
+# --- a sweep -------------------------------------------------------------------------------------
+def format_sweep(result: "SweepResult") -> str:
+    """The comparison table (best first), what was not run and why, and where things are."""
+    import pandas as pd
+
+    from rag_core.workbench.intervals import shown_with_intervals
+
+    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
+        table = shown_with_intervals(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}")
+    work = result.work
+    ranked_by = f"tune/{result.primary_metric} (the tuning queries)" if result.holdout else result.primary_metric
+    lines = [
+        f"Sweep {result.name!r}: best first by {ranked_by}; [95% bootstrap interval over queries]",
+        table,
+        "",
+        *([format_holdout(result.holdout), ""] if result.holdout else []),
+        f"Work: {int(work['sweep/points'])} points, {int(work['sweep/distinct_chunkings'])} distinct chunkings, "
+        f"{int(work['sweep/dense_indexes_built'])} dense indexes built, {int(work['sweep/chunks_embedded'])} chunks "
+        f"embedded ({int(work['sweep/embed_cache_hits'])} from cache), {int(work['sweep/candidates_reused'])} "
+        f"query candidate lists reused ({int(work['sweep/candidates_computed'])} computed), "
+        f"{int(work['sweep/rerank_pairs_scored'])} cross-encoder pairs scored "
+        f"({int(work['sweep/rerank_cache_hits'])} from cache); {work['sweep/wall_seconds']:.0f} s",
+        f"MLflow: experiment {result.experiment!r}, parent run {result.parent_run_id} ({result.tracking_uri})",
+        f"Executed notebooks: {result.output_dir}",
+    ]
+    if result.unavailable:
+        lines.append(result.unavailable[0].upper() + result.unavailable[1:])
+    if result.failed:
+        lines.append(f"{len(result.failed)} point(s) FAILED: " + "; ".join(
+            f"{outcome.point.label}: {(outcome.error or '').splitlines()[0][:150]}" for outcome in result.failed)
+            + ". Run the sweep again to retry them.")
+    return "\n".join(lines)
+
+
+def format_holdout(report: "HoldoutReport") -> str:
+    """The honest winner: chosen on the tuning queries, scored on the held-out ones, next to the default."""
+    split, metric = report.split, report.metric
+    lines = [f"Held out {len(split.held_out)} of {len(split.tuning) + len(split.held_out)} queries "
+             f"(holdout {split.fraction:g}, seed {split.seed}); {metric}:",
+             f"  winner  {report.winner.label}: tuning {report.winner.tune}, held-out {report.winner.holdout}; "
+             f"optimism (tuning - held-out) {report.optimism:+.3f}"]
+    if report.default is None:
+        lines.append(f"  default configuration: {report.default_status}")
+    else:
+        lines.append(f"  default {report.default.label} ({report.default_status}): tuning {report.default.tune}, "
+                     f"held-out {report.default.holdout}")
+        drop = report.default.tune.estimate - report.default.holdout.estimate
+        lines.append(f"  the default's own tuning - held-out difference: {drop:+.3f} (the parts differ in difficulty); "
+                     f"the winner's optimism beyond that: {report.optimism - drop:+.3f}")
+        if report.gain is not None:
+            lines.append(f"  winner - default on the held-out queries: {report.gain.estimate:+.3f} "
+                         f"[{report.gain.low:+.3f}, {report.gain.high:+.3f}]")
+    return "\n".join(lines)
+
+
+# --- the judge against human scores --------------------------------------------------------------
+def format_calibration(calibration: "Calibration", what: str) -> str:
+    lines = [f"Judge {calibration.provider} {calibration.model} against {what}", ""]
+    header = ["axis", "n", "spearman", "kendall", "exact", "within-one", "judge-human"]
+    rows = [[a.axis, str(a.n), _number(a.spearman), _number(a.kendall), f"{a.exact:.2f}", f"{a.within_one:.2f}",
+             f"{a.mean_difference:+.2f}"] for a in calibration.axes]
+    lines += text_table(header, rows)
+    if calibration.missing:
+        lines.append("Not scored by the judge (left out): "
+                     + ", ".join(f"{axis} {count}" for axis, count in calibration.missing.items()))
+    lines += ["", "Confusion (rows: human score, columns: judge score)"]
+    for axis in calibration.axes:
+        lines += [f"{axis.axis}", "         judge 1  2  3  4  5"]
+        lines += [f"  human {human}  " + " ".join(f"{count:>2}" for count in counts)
+                  for human, counts in enumerate(axis.confusion, start=1)]
+    lines.append("Correlations are n/a when either side gives every answer the same score.")
+    return "\n".join(lines)
+
+
+def _number(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+# --- shared --------------------------------------------------------------------------------------
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Aligned lines: the first column left-aligned, the others right-aligned, two spaces apart."""
+    widths = [max(len(str(row[i])) for row in [header, *rows]) for i in range(len(header))]
+    return ["  ".join(str(cell).ljust(width) if i == 0 else str(cell).rjust(width)
+                      for i, (cell, width) in enumerate(zip(row, widths)))
+            for row in [header, *rows]]
