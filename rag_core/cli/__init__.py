@@ -38,6 +38,8 @@ from rag_core.cli.common import EXIT_BAD_INPUT, add_common_arguments, known_fail
 # The subcommands, in the order `rag-pipeline --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, make_golden, calibrate_judge, tune_fusion)
 
+__all__ = ["COMMANDS", "build_parser", "main"]
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
