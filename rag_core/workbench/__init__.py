@@ -20,7 +20,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "evaluate_and_log": "evaluation", "load_eval_inputs": "evaluation", "Tracker": "tracking",
     "comparison_table": "compare", "load_runs": "compare", "calibrate_judge": "judge_calibration",
     "log_calibration": "judge_calibration",
-    "split_queries": "holdout", "HoldoutSplit": "holdout", "bootstrap_interval": "intervals",
-    "load_per_query": "intervals", "shown_with_intervals": "intervals", "HoldoutReport": "honest",
+    "split_queries": "holdout", "QuerySplit": "holdout", "bootstrap_interval": "intervals",
+    "load_per_query": "intervals", "shown_with_intervals": "intervals", "WinnerReport": "honest",
     "compare_sweep": "sweep_report", "read_sweep_holdout": "sweep_report",
 })
