@@ -8,7 +8,8 @@ papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (run
 ``traces`` (one MLflow trace per evaluated query), ``datasets`` (the golden set as a run's dataset
 input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs read back), ``explore``
 (the exploration notebook's helpers), ``holdout`` (held-out queries), ``intervals`` (bootstrap
-intervals), ``honest`` (the winner chosen on tuning queries), ``sweep_report`` (a sweep's table and
+intervals), ``selection`` (paired tests against the best, Holm, the one-SE rule), ``honest`` (the
+winner chosen on tuning queries), ``sweep_report`` (a sweep's table and
 holdout report), ``judge_calibration`` (the judge against human scores), ``plots`` (every plot).
 """
 
