@@ -86,6 +86,8 @@ def test_runs_without_latency_count_as_slowest_and_others_only_get_tested():
     better = TABLE.assign(X=TABLE["A"] + 0.1)  # better than every candidate, but not one (an extra default point)
     chosen = select(better, "max", candidates=["A", "B", "C", "D", "E"])
     assert chosen.best == chosen.chosen == "A" and chosen.verdict("X") == "better" and len(chosen.p_holm) == 5
+    empty = select(TABLE.assign(Z=math.nan), "max")  # a run without values is neither tested nor counted
+    assert "Z" not in empty.tests and "Z" not in empty.means and len(empty.p_holm) == 4
     tied = pd.DataFrame({"P": [0.5, 0.7], "Q": [0.7, 0.5]})  # equal means: the first in table order
     assert select(tied, "max").best == "P" and select(tied[["Q", "P"]], "max").best == "Q"
     with pytest.raises(ValueError, match="valid rules: max, one_se"):
@@ -103,3 +105,5 @@ def test_sweep_files_take_select(tmp_path, tiny_corpus):  # noqa: F811
     assert sweep(select="one_se").hash == sweep().hash  # the rule changes the report, not the points
     with pytest.raises(ConfigError, match="select must be one of max, one_se, got 'best'"):
         sweep(select="best")
+    with pytest.raises(ConfigError, match="select must be one of"):
+        sweep(select=["max"])  # not a name: one line, no TypeError

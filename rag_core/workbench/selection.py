@@ -164,7 +164,7 @@ def check_select(rule: Any, where: str) -> str:
     """The ``select`` key of a sweep file, checked; ``max`` when left out."""
     if rule is None:
         return "max"
-    if rule not in SELECTION_RULES:
+    if not isinstance(rule, str) or rule not in SELECTION_RULES:
         raise ConfigError(f"{where}: select must be one of {', '.join(SELECTION_RULES)}, got {rule!r}")
     return str(rule)
 
@@ -172,14 +172,14 @@ def check_select(rule: Any, where: str) -> str:
 def select(scores: "pd.DataFrame", rule: str = "max", costs: Mapping[str, Cost] | None = None, *,
            candidates: Sequence[str] | None = None, alpha: float = ALPHA) -> Selection:
     """Choose among the columns of `scores` (query id -> one column per run id, in table order; NaN
-    where a run has no value). Only `candidates` (default: every run) can be best or chosen; every other
-    run is still tested against the best and counts in Holm's m."""
+    where a run has no value; a run with no value at all is left out). Only `candidates` (default: every
+    run) can be best or chosen; every other run is still tested against the best and counts in Holm's m."""
     if rule not in SELECTION_RULES:
         raise ValueError(f"unknown selection rule {rule!r}; valid rules: {', '.join(SELECTION_RULES)}")
-    run_ids = [str(run_id) for run_id in scores.columns]
-    means = {run_id: float(scores[run_id].mean()) for run_id in run_ids}
-    candidates = [run_id for run_id in run_ids
-                  if (candidates is None or run_id in candidates) and math.isfinite(means[run_id])]
+    means = {str(run_id): float(scores[run_id].mean()) for run_id in scores.columns}
+    means = {run_id: mean for run_id, mean in means.items() if math.isfinite(mean)}  # a run without values: left out
+    run_ids = list(means)
+    candidates = [run_id for run_id in run_ids if candidates is None or run_id in candidates]
     if not candidates:
         raise ValueError("no candidate run with values to select from")
     best = _first_best(candidates, means)
