@@ -12,7 +12,7 @@ from rag_core.workbench import load_sweep
 from rag_core.workbench.holdout import split_queries
 from rag_core.workbench.honest import default_config, extra_default_point, holdout_report
 from rag_core.workbench.intervals import bootstrap_interval
-from rag_core.workbench.sweep_report import SweepHoldout, compare_sweep
+from rag_core.workbench.sweep_report import SplitWithDefaultRun, compare_sweep
 
 IDS = [f"q{i}" for i in range(10)]
 SPLIT = split_queries(IDS, 0.4, seed=3)
@@ -66,13 +66,15 @@ def test_an_extra_default_point_is_reported_but_never_the_winner(three_runs):
     _, per_query = three_runs
     per_query["default"] = _per_query(0.95, 0.2)  # best on the tuning queries, but not a grid point
     runs = _runs(per_query)
-    holdout = SweepHoldout(SPLIT, "default", "extra point")
+    holdout = SplitWithDefaultRun(SPLIT, "default", "extra point")
     table, report = compare_sweep(runs, per_query, METRIC, ["chunk_size"], ["doc/mrr"], holdout)
     assert report.winner.run_id == "tuned" and report.default.run_id == "default"
     assert list(table["run_id"]) == ["default", "tuned", "lucky"]  # ranked by the tuning score
     assert list(table["role"]) == ["default (extra point)", "winner", ""]
-    assert list(table.columns[:6]) == ["rank", "role", "chunk_size", f"tune/{METRIC}", f"tune/{METRIC} ci_low",
-                                       f"tune/{METRIC} ci_high"]
+    assert list(table.columns[:8]) == ["rank", "role", "vs best", "p vs best", "chunk_size", f"tune/{METRIC}",
+                                       f"tune/{METRIC} ci_low", f"tune/{METRIC} ci_high"]
+    # on the tuning queries the default is 0.15 above "tuned" on every query, "lucky" 0.2 below: certain (p 0)
+    assert list(table["vs best"]) == ["better", "best", "worse"] and list(table["p vs best"].fillna(-1)) == pytest.approx([0, -1, 0], abs=1e-12)
     assert f"holdout/{METRIC} ci_high" in table and f"{METRIC} ci_low" in table
 
 
@@ -97,3 +99,36 @@ def test_the_default_is_an_extra_point_only_when_the_grid_lacks_it(tmp_path, tin
     assert extra.number == 0 and extra.changes == {"chunk_size": 512, "k": 5}
     assert extra.config == default_config(outside) and extra.config.mode == "bm25"  # defaults + base
     assert extra_default_point(spec({"chunk_size": [128]}), spec({"chunk_size": [128]}).points()[0]) is None  # no holdout
+
+
+def test_one_se_chooses_the_cheaper_point_within_one_se_on_the_tuning_queries(three_runs):
+    _, per_query = three_runs
+    tuned = per_query["tuned"].set_index("query_id")[METRIC]
+    close = tuned.copy()
+    first, second = SPLIT.tuning[:2]
+    close[first] -= 0.03  # on the tuning queries d = [.03, -.01, 0, 0, 0, 0]: mean .0033 <= paired SE .0056
+    close[second] += 0.01
+    close[list(SPLIT.held_out)] = 0.1  # and poor on the held-out queries, which the choice never sees
+    per_query = {"tuned": per_query["tuned"], "close": close.reset_index(), "default": per_query["default"]}
+    runs = _runs(per_query).assign(**{"latency/total_p50_ms": [40.0, 10.0, 30.0]})
+    by_max = holdout_report(runs, per_query, SPLIT, METRIC, "default", "grid point")
+    report = holdout_report(runs, per_query, SPLIT, METRIC, "default", "grid point", select_rule="one_se")
+    assert by_max.winner.run_id == "tuned" and report.selection.best == "tuned"
+    assert report.winner.run_id == "close" and report.selection.eligible == ("tuned", "close")
+    assert report.winner.holdout.estimate == pytest.approx(0.1)
+    assert report.tags()["rag.select"] == "one_se" and report.as_dict()["selection"]["chosen"] == "close"
+
+
+def test_without_holdout_the_rule_chooses_on_all_queries_and_the_table_says_so(three_runs):
+    _, per_query = three_runs
+    lucky = per_query["lucky"].set_index("query_id")[METRIC]
+    close = lucky.copy()
+    close[IDS[0]] -= 0.02  # d = [.02, -.01, 0, ...] over all 10 queries: within one paired SE of "lucky"
+    close[IDS[1]] += 0.01
+    per_query = {"lucky": per_query["lucky"], "close": close.reset_index(), "default": per_query["default"]}
+    runs = _runs(per_query).assign(**{"latency/total_p50_ms": [40.0, 10.0, 30.0]})
+    table, report = compare_sweep(runs, per_query, METRIC, ["chunk_size"], [], select_rule="one_se")
+    assert report is None and list(table["run_id"]) == ["lucky", "close", "default"]
+    assert list(table["role"]) == ["", "winner", ""] and list(table["vs best"]) == ["best", "within 1 SE", "worse"]
+    table, _ = compare_sweep(runs, per_query, METRIC, ["chunk_size"], [])
+    assert list(table["role"]) == ["winner", "", ""]

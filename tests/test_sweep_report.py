@@ -68,6 +68,8 @@ def test_the_smoke_sweep_with_holdout_reports_tuned_and_held_out_scores(smoke_sw
     assert parent.data.metrics["winner/optimism/page/ndcg_at_10"] == pytest.approx(
         winner["tune/page/ndcg_at_10"] - winner["holdout/page/ndcg_at_10"])
     assert parent.data.tags["rag.default_run_id"] == default.run_id
+    assert parent.data.tags["rag.select"] == "max" and report.selection.chosen == report.selection.best == report.winner.run_id
+    assert parent.data.metrics["select/indistinguishable_points"] == len(report.selection.indistinguishable())
 
     # the table: ranked by the tuning score, every metric with an interval that contains it
     table = result.table
@@ -107,6 +109,7 @@ def test_a_grid_without_the_default_runs_it_as_an_extra_point(tiny_corpus, tmp_p
     sweep_file = tmp_path / "extra.yaml"
     sweep_file.write_text(yaml.safe_dump({
         "name": "extra", "input": str(tiny_corpus.documents), "golden": str(tiny_corpus.golden), "holdout": 0.34,
+        "select": "one_se",
         "base": {"mode": "bm25", "rerank_depth": 0, "overlap": 0}, "grid": {"chunk_size": [20, 30]}}))
     completed = run_cli("sweep", str(sweep_file), "--json", "--output", str(tmp_path / "notebooks"),
                         store=tmp_path / "store", env={"MLFLOW_TRACKING_URI": sqlite_uri(tmp_path)})
@@ -122,3 +125,5 @@ def test_a_grid_without_the_default_runs_it_as_an_extra_point(tiny_corpus, tmp_p
     assert roles[points["chunk_size=512"]["run_id"]] == "default (extra point)"
     assert holdout["optimism"] == pytest.approx(holdout["winner"]["tune"]["estimate"] - holdout["winner"]["holdout"]["estimate"])
     assert "Holding out 1 of 3 queries" in completed.stderr
+    selection = holdout["selection"]  # one_se: the winner is among the points within one SE of the best
+    assert selection["rule"] == "one_se" and selection["chosen"] == holdout["winner"]["run_id"] in selection["eligible"]

@@ -9,9 +9,10 @@ papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (run
 ``traces`` (one MLflow trace per evaluated query), ``datasets`` (the golden set as a run's dataset
 input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs read back), ``explore``
 (the exploration notebook's helpers), ``holdout`` (held-out queries), ``intervals`` (bootstrap
-intervals), ``honest`` (the winner chosen on tuning queries), ``sweep_report`` (a sweep's table and
-holdout report), ``judge_calibration`` (the judge against human scores), ``fusion_tuning`` (learned
-fusion weights), ``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks).
+intervals), ``selection`` (paired tests against the best, Holm, the one-SE rule), ``honest`` (the
+winner chosen on tuning queries), ``sweep_report`` (a sweep's table and holdout report),
+``judge_calibration`` (the judge against human scores), ``fusion_tuning`` (learned fusion weights),
+``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks).
 """
 
 from rag_core._lazy import lazy_exports
@@ -23,7 +24,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "TrackingTarget": "tracking", "RunStatus": "tracking", "format_eval_report": "reports", "format_sweep": "reports",
     "comparison_table": "compare", "load_runs": "compare", "calibrate_judge": "judge_calibration",
     "log_calibration": "judge_calibration",
-    "split_queries": "holdout", "HoldoutSplit": "holdout", "bootstrap_interval": "intervals",
-    "load_per_query": "intervals", "shown_with_intervals": "intervals", "HoldoutReport": "honest",
+    "split_queries": "holdout", "QuerySplit": "holdout", "bootstrap_interval": "intervals",
+    "load_per_query": "intervals", "shown_with_intervals": "intervals", "WinnerReport": "honest",
     "compare_sweep": "sweep_report", "read_sweep_holdout": "sweep_report",
 })

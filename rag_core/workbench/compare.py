@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from ranx.data_structures.report import Report
 
-    from rag_core.workbench.holdout import HoldoutSplit
+    from rag_core.workbench.holdout import QuerySplit
 
 NOTHING_RETRIEVED = "__nothing_retrieved__"  # stands in for an empty ranking (scores 0, as rag_core.evaluate.metrics)
 NOTHING_RELEVANT = "__nothing_relevant__"  # stands in for a query without relevant items at a level
@@ -89,7 +89,7 @@ def swept_settings(runs: "pd.DataFrame") -> list[str]:
 
 def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequence[str] | None = None,
                      metrics: Iterable[str] = (), *, per_query: Mapping[str, "pd.DataFrame"] | None = None,
-                     split: "HoldoutSplit | None" = None) -> "pd.DataFrame":
+                     split: "QuerySplit | None" = None) -> "pd.DataFrame":
     """Finished runs best first by `primary_metric` (rank 1 = best), then the others (failed). With
     `per_query` (run id -> per-query table, ``intervals.load_per_query``), every metric gets its bootstrap
     95% interval over queries in ``<metric> ci_low`` / ``<metric> ci_high`` columns (``tune/`` and

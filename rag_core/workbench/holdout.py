@@ -8,21 +8,17 @@ few of the old ones between the parts.
 
 Each point is still evaluated on every query; its per-query values (the ``per_query.csv`` every
 run logs) are then averaged over each part and logged beside the all-query metrics, with the
-part as a prefix: ``tune/page/ndcg@10`` and ``holdout/page/ndcg@10``. The split itself is kept on
-the sweep's parent run: params ``holdout`` and ``holdout_seed``, the tag ``rag.holdout_query_ids``
-(when it fits in a tag) and the artifact ``holdout/split.json`` (always).
+part as a prefix: ``tune/page/ndcg@10`` and ``holdout/page/ndcg@10``.
 Left out: stratified or repeated splits (cross-validation); LLM-judge scores (averaged over judged
-answers only); choosing the winner (``honest``).
+answers only); choosing the winner (``honest``); keeping the split on the sweep's parent run
+(``sweep_report``).
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
-import tempfile
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from rag_core.config import ConfigError
@@ -30,17 +26,13 @@ from rag_core.config import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rag_core.workbench.tracking import Tracker
-
 PARTS = ("tune", "holdout")  # metric prefixes: tuning queries, held-out queries
 QUERY_LEVELS = ("chunk", "page", "doc", "context")  # per-query metrics whose run metric is their mean over all queries
-SPLIT_ARTIFACT = "holdout/split.json"
-IDS_TAG = "rag.holdout_query_ids"
-MAX_TAG_CHARS = 5000
 
 
 @dataclass(frozen=True)
-class HoldoutSplit:
+class QuerySplit:
+    """A golden set's query ids split into tuning and held-out queries."""
     fraction: float
     seed: int
     tuning: tuple[str, ...]  # query ids, in golden-set order
@@ -66,7 +58,7 @@ def check_holdout(fraction: Any, seed: Any, where: str) -> tuple[float | None, i
     return float(fraction), int(seed or 0)
 
 
-def split_queries(query_ids: Iterable[str], fraction: float, seed: int = 0) -> HoldoutSplit:
+def split_queries(query_ids: Iterable[str], fraction: float, seed: int = 0) -> QuerySplit:
     """Hold out round(fraction * n) of the n queries (at least 1, at most n - 1), chosen by a seeded hash."""
     ids = list(dict.fromkeys(query_ids))
     if len(ids) < 2:
@@ -74,7 +66,7 @@ def split_queries(query_ids: Iterable[str], fraction: float, seed: int = 0) -> H
     n_held_out = min(max(round(fraction * len(ids)), 1), len(ids) - 1)
     key = lambda query_id: hashlib.sha256(f"{seed}:{query_id}".encode()).hexdigest()  # noqa: E731
     held_out = set(sorted(ids, key=key)[:n_held_out])
-    return HoldoutSplit(fraction, seed, tuple(q for q in ids if q not in held_out), tuple(q for q in ids if q in held_out))
+    return QuerySplit(fraction, seed, tuple(q for q in ids if q not in held_out), tuple(q for q in ids if q in held_out))
 
 
 def query_metric_columns(per_query: "pd.DataFrame") -> list[str]:
@@ -83,7 +75,7 @@ def query_metric_columns(per_query: "pd.DataFrame") -> list[str]:
             if column.split("/", 1)[0] in QUERY_LEVELS and "/" in column and per_query[column].dtype.kind in "fiub"]
 
 
-def part_metrics(per_query: "pd.DataFrame", split: HoldoutSplit) -> dict[str, float]:
+def part_metrics(per_query: "pd.DataFrame", split: QuerySplit) -> dict[str, float]:
     """``tune/<metric>`` and ``holdout/<metric>``: the mean of every query metric over each part."""
     table = per_query.assign(query_id=per_query["query_id"].astype(str)).set_index("query_id")
     metrics = {}
@@ -94,27 +86,6 @@ def part_metrics(per_query: "pd.DataFrame", split: HoldoutSplit) -> dict[str, fl
             if math.isfinite(value):
                 metrics[f"{part}/{column}"] = value
     return metrics
-
-
-def log_split(tracker: "Tracker", run_id: str, split: HoldoutSplit) -> None:
-    """The split on the sweep's parent run: counts as metrics, ids as a tag (when short enough) and an artifact."""
-    ids = ",".join(split.held_out)
-    tags = {IDS_TAG: ids} if len(ids) <= MAX_TAG_CHARS else {IDS_TAG: f"{len(split.held_out)} ids: see {SPLIT_ARTIFACT}"}
-    tracker.log(run_id, metrics={"holdout/tuning_queries": len(split.tuning), "holdout/held_out_queries": len(split.held_out)},
-                tags=tags)
-    with tempfile.TemporaryDirectory(prefix="rag-holdout-") as folder:
-        path = Path(folder) / "split.json"
-        path.write_text(json.dumps(split.as_dict(), indent=1))
-        tracker.log_artifacts(run_id, [path], "holdout")
-
-
-def load_split(tracker: "Tracker", run_id: str) -> HoldoutSplit | None:
-    """The split logged on a sweep's parent run, or None (a sweep without holdout)."""
-    if IDS_TAG not in tracker.client.get_run(run_id).data.tags:
-        return None
-    with tempfile.TemporaryDirectory(prefix="rag-holdout-") as folder:
-        data = json.loads(tracker.download(run_id, SPLIT_ARTIFACT, folder).read_text())
-    return HoldoutSplit(float(data["fraction"]), int(data["seed"]), tuple(data["tuning"]), tuple(data["held_out"]))
 
 
 def split_of(metric: str) -> tuple[str | None, str]:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rag_core.workbench.holdout import HoldoutSplit, split_of
+from rag_core.workbench.holdout import QuerySplit, split_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,7 +72,7 @@ def per_query_source(metric: str) -> tuple[str | None, str, str]:
     return part, name, "mean"
 
 
-def metric_interval(per_query: "pd.DataFrame", metric: str, split: HoldoutSplit | None = None) -> Interval | None:
+def metric_interval(per_query: "pd.DataFrame", metric: str, split: QuerySplit | None = None) -> Interval | None:
     """The interval of `metric` from one run's per-query table; None when the table lacks its values."""
     part, column, statistic = per_query_source(metric)
     if column not in per_query or (part is not None and split is None):
@@ -86,7 +86,7 @@ def metric_interval(per_query: "pd.DataFrame", metric: str, split: HoldoutSplit 
 
 
 def with_intervals(table: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"], metrics: Iterable[str],
-                   split: HoldoutSplit | None = None) -> "pd.DataFrame":
+                   split: QuerySplit | None = None) -> "pd.DataFrame":
     """`table` (one row per run, a ``run_id`` column) with ``ci_low``/``ci_high`` columns after each of `metrics`."""
     table = table.copy()
     for metric in metrics:

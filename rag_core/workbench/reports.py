@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from rag_core.retrieve.pipeline import Retrieval
     from rag_core.service import QueryResult
     from rag_core.workbench.evaluation import EvalRun
-    from rag_core.workbench.honest import HoldoutReport
+    from rag_core.workbench.honest import WinnerReport
     from rag_core.workbench.judge_calibration import Calibration
     from rag_core.workbench.sweep import SweepResult
 
@@ -159,14 +159,16 @@ def format_sweep(result: "SweepResult") -> str:
     import pandas as pd
 
     from rag_core.workbench.intervals import shown_with_intervals
+    from rag_core.workbench.sweep_report import VS_BEST_LEGEND
 
     with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
-        table = shown_with_intervals(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}")
+        table = shown_with_intervals(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
     work = result.work
     ranked_by = f"tune/{result.primary_metric} (the tuning queries)" if result.holdout else result.primary_metric
     lines = [
         f"Sweep {result.name!r}: best first by {ranked_by}; [95% bootstrap interval over queries]",
         table,
+        *([VS_BEST_LEGEND] if "vs best" in result.table else []),
         "",
         *([format_holdout(result.holdout), ""] if result.holdout else []),
         f"Work: {int(work['sweep/points'])} points, {int(work['sweep/distinct_chunkings'])} distinct chunkings, "
@@ -187,11 +189,12 @@ def format_sweep(result: "SweepResult") -> str:
     return "\n".join(lines)
 
 
-def format_holdout(report: "HoldoutReport") -> str:
+def format_holdout(report: "WinnerReport") -> str:
     """The honest winner: chosen on the tuning queries, scored on the held-out ones, next to the default."""
     split, metric = report.split, report.metric
     lines = [f"Held out {len(split.held_out)} of {len(split.tuning) + len(split.held_out)} queries "
-             f"(holdout {split.fraction:g}, seed {split.seed}); {metric}:",
+             f"(holdout {split.fraction:g}, seed {split.seed}); {metric}; winner by select: {report.selection.rule}; "
+             f"{len(report.selection.indistinguishable())} point(s) indistinguishable from the best on the tuning queries:",
              f"  winner  {report.winner.label}: tuning {report.winner.tune}, held-out {report.winner.holdout}; "
              f"optimism (tuning - held-out) {report.optimism:+.3f}"]
     if report.default is None:

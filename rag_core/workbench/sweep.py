@@ -69,7 +69,7 @@ class SweepResult:
     primary_metric: str
     output_dir: Path
     tracking_uri: str
-    holdout: Any = None  # rag_core.workbench.honest.HoldoutReport when the sweep held out queries
+    holdout: Any = None  # rag_core.workbench.honest.WinnerReport when the sweep held out queries
 
     @property
     def executed(self) -> list[PointOutcome]:

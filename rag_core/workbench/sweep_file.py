@@ -15,6 +15,7 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
       - {mode: hybrid, route_docs: 1}
     holdout: 0.3                          # optional: hold out 30% of the queries (rag_core.workbench.holdout)
     holdout_seed: 7                       # optional (0): which queries are held out
+    select: one_se                        # optional (max): how the winner is chosen (rag_core.workbench.selection)
 
 Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, setting flags, a listed
 point's settings, grid values. ``points`` measures techniques alone and combined without running
@@ -39,10 +40,11 @@ from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_mappi
 from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC, metric_names
 from rag_core.evaluate.relevance import LEVELS
 from rag_core.workbench.holdout import check_holdout
+from rag_core.workbench.selection import check_select
 
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
               "primary_metric", "base", "grid", "points",
-              "holdout", "holdout_seed")
+              "holdout", "holdout_seed", "select")
 
 
 # --- the sweep file -----------------------------------------------------------------------------
@@ -101,6 +103,7 @@ class SweepSpec:
     holdout: float | None = None  # share of the queries held out (the winner is chosen on the others)
     holdout_seed: int = 0
     listed: tuple[dict[str, Any], ...] = ()  # the file's ``points``: settings of each listed point
+    select: str = "max"  # the selection rule: max | one_se (not in the hash: changing it re-runs no point)
 
     @property
     def axes(self) -> list[str]:
@@ -195,6 +198,7 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
         max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
         primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,
         holdout=holdout, holdout_seed=holdout_seed, listed=tuple(dict(point or {}) for point in listed),
+        select=check_select(data.get("select"), str(path)),
     )
     points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
     quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(points[0].config.metrics_k)}
