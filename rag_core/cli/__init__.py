@@ -9,7 +9,6 @@ LLM API), 2 bad input (missing files, unknown settings, a bad golden set, an emp
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -20,7 +19,8 @@ from typing import Any, Callable
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rag_core.config import SETTING_HELP, ConfigError, RagConfig, load_config  # noqa: E402
+from rag_core.components import SETTINGS  # noqa: E402
+from rag_core.config import ConfigError, RagConfig, load_config  # noqa: E402
 from rag_core.paths import default_store_dir  # noqa: E402
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2  # 1: a failure while running, from service.known_failure
@@ -34,16 +34,16 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="where indexes live (default: $RAG_STORE or ./.rag_store)")
     common.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
     settings = parser.add_argument_group("settings (override the config file; defaults in brackets)")
-    for field in dataclasses.fields(RagConfig):
-        flag = "--" + field.name.replace("_", "-")
-        default = field.default
-        if field.type in ("bool", bool):
-            settings.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
-                                  help=f"{SETTING_HELP[field.name]} [{default}]")
+    for setting in SETTINGS:  # built-in and plugin settings alike
+        flag = "--" + setting.name.replace("_", "-")
+        default = setting.default
+        if setting.type is bool:
+            settings.add_argument(flag, dest=setting.name, action=argparse.BooleanOptionalAction, default=None,
+                                  help=f"{setting.help} [{default}]")
         else:
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            settings.add_argument(flag, dest=field.name, default=None, metavar=_metavar(field.type),
-                                  help=f"{SETTING_HELP[field.name]} [{shown}]")
+            settings.add_argument(flag, dest=setting.name, default=None, metavar=_metavar(setting.type_name),
+                                  help=f"{setting.help} [{shown}]")
 
 
 def _add_where(parser: argparse.ArgumentParser, note: str = "") -> None:
@@ -54,7 +54,7 @@ def _add_where(parser: argparse.ArgumentParser, note: str = "") -> None:
 
 
 def _metavar(kind: object) -> str:
-    return {"int": "N", "float": "X"}.get(str(kind), "LIST" if str(kind).startswith("tuple") else "NAME")
+    return {"int": "N", "float": "X"}.get(str(kind), "LIST" if str(kind).startswith("list") else "NAME")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -119,10 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "a cluster started on this machine with `ray start`, else a new local one)")
     _add_common(sweep)
 
-    from rag_core.cli import calibrate, make_golden  # argparse only; the work is imported when a command runs
+    from rag_core.cli import calibrate, components, make_golden  # argparse only; the work is imported when a command runs
 
     make_golden.add_parser(commands, _add_common)
     calibrate.add_parser(commands, _add_common)
+    components.add_parser(commands, _add_common)
     from rag_core.cli.tune_fusion import add_parser as add_tune_fusion
 
     add_tune_fusion(commands)
@@ -131,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> RagConfig:
-    overrides = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(RagConfig)}
+    overrides = {name: getattr(args, name, None) for name in SETTINGS.names()}
     return load_config(args.config, overrides)
 
 
@@ -210,6 +211,12 @@ def cmd_calibrate_judge(args: argparse.Namespace) -> int:
     return run_calibrate_command(args, config_from_args(args))
 
 
+def cmd_components(args: argparse.Namespace) -> int:
+    from rag_core.cli.components import run_components_command
+
+    return run_components_command(args, config_from_args(args))
+
+
 def cmd_tune_fusion(args: argparse.Namespace) -> int:
     from rag_core.cli.tune_fusion import run_tune_fusion_command
 
@@ -219,10 +226,18 @@ def cmd_tune_fusion(args: argparse.Namespace) -> int:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "query": cmd_query, "eval": cmd_eval, "sweep": cmd_sweep,
     "make-golden": cmd_make_golden, "calibrate-judge": cmd_calibrate_judge, "tune-fusion": cmd_tune_fusion,
+    "components": cmd_components,
 }
 
 
 def main(argv: list[str] | None = None) -> int:
+    from rag_core.cli.components import preload_plugins
+
+    try:  # plugins named on the command line first: their settings become flags
+        preload_plugins(sys.argv[1:] if argv is None else argv)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
     logging.getLogger("rag_core.ingest.files").setLevel(logging.ERROR)  # the ingest summary lists skipped files

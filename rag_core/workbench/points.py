@@ -61,7 +61,7 @@ def run_point(point: SweepPoint, point_hash: str, job: PointJob, kernel: WarmKer
     tracking_seconds = time.perf_counter() - started
     notebook = job.output_dir / f"{point.file_stem}.ipynb"
     parameters = {
-        **notebook_settings(point.config),
+        "settings": notebook_settings(point.config),
         "input_dir": path_str(job.spec.input_dir), "golden": path_str(job.spec.golden),
         "beir": path_str(job.spec.beir), "split": job.spec.split, "max_queries": job.spec.max_queries,
         "store": str(job.store_dir), "tracking_uri": tracker.uri, "experiment": job.experiment,
@@ -93,7 +93,8 @@ def run_point(point: SweepPoint, point_hash: str, job: PointJob, kernel: WarmKer
 
 
 def notebook_settings(config: RagConfig) -> dict[str, Any]:
-    """Every setting as a papermill parameter (plain values; tuples as lists)."""
+    """Every setting, for the notebook's ``settings`` parameter (plain values; tuples as lists): the
+    point's config whatever the kernel's environment, plugins included."""
     return {key: list(value) if isinstance(value, tuple) else value for key, value in config.as_dict().items()}
 
 
