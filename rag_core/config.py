@@ -162,12 +162,6 @@ class RagConfig:
             for key, value in self.as_dict().items()
         }
 
-    def non_defaults(self) -> dict[str, Any]:
-        """The settings whose value is not the declared default (lists as lists): what a notebook's
-        ``settings`` mapping needs to reproduce this config."""
-        return {key: list(value) if isinstance(value, tuple) else value for key, value in self.as_dict().items()
-                if value != SETTINGS[key].default}
-
 
 def _checked(values: Mapping[str, Any], where: str) -> dict[str, Any]:
     """Every setting's value: `values` (plugins imported first) coerced, the rest defaults; all checked."""

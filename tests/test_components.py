@@ -7,12 +7,9 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
+import time
 
-import numpy as np
 import pytest
 
 from conftest import ROOT, run_cli
@@ -20,10 +17,11 @@ from rag_core.components import SETTINGS, Registry, Setting, UnknownComponent
 from rag_core.config import ConfigError, RagConfig, load_config
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document, ScoredId
-from rag_core.retrieve.fusion import FUSIONS, reciprocal_rank_fusion
+from rag_core.retrieve.fusion import reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.pipeline import Pipeline
 from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Query, Ranked, Retriever, retriever_choices
+from rag_core.workbench.traces import query_trace
 
 TEXTS = {
     "lighthouse.txt": "The Fresnel lens concentrates the lamp into a beam. Keepers trimmed the wicks every evening.",
@@ -128,6 +126,12 @@ def test_a_third_retriever_is_fused_without_any_change_to_the_pipeline(corpus, t
         assert hit.stages["fused"].score == pytest.approx(expected)
     kept = pipeline.retrieve(query, where={"doc_id": "ice.txt"})
     assert {hit.chunk.doc_id for hit in kept.stages["test_words"]} <= {"ice.txt"}
+    # its MLflow trace has a span for it, lasting what it measured
+    trace = query_trace({"query_id": "q1", "query": query}, result, time.time_ns(), lambda value: value)
+    spans = {span["name"]: span for span in trace.spans}
+    assert ["bm25", "test_words", "fusion", "query"] == [span["name"] for span in trace.spans]
+    lasted = spans["test_words"]["end_time_unix_nano"] - spans["test_words"]["start_time_unix_nano"]
+    assert lasted == int(result.latency_ms["test_words"] * 1e6)
 
 
 def test_constructing_an_index_or_a_pipeline_does_no_work(corpus, tmp_path, monkeypatch):
@@ -200,6 +204,10 @@ def test_a_plugin_setting_is_a_cli_flag_and_a_plugin_error_is_one_line(tmp_path)
     assert answer.returncode == 0, answer.stderr
     passages = json.loads(answer.stdout)["passages"]
     assert passages and all(set(p["scores"]) == {"cli_first", "fused"} for p in passages)
+    explained = run_cli("query", "anything", "--plugins", str(plugin), "--mode", "cli_first", "--chunk-size", "8",
+                        "--overlap", "0", "--rerank-depth", "0", "--no-llm", "--explain", store=store).stdout
+    header = next(line for line in explained.splitlines() if line.lstrip().startswith("#"))
+    assert header.split()[2:] == ["dense", "bm25", "cli_first", "fused", "rerank"]
     help_text = run_cli("query", "--help", "--plugins", str(plugin)).stdout
     assert "--cli-first-skip" in help_text
     broken = tmp_path / "broken.py"
