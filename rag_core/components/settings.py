@@ -93,7 +93,7 @@ class Setting:
         items = value if self.is_list else (value,)
         if self.type is float or self.type == tuple[float, ...]:
             if not all(math.isfinite(item) for item in items):
-                return f"{self.name} must be a finite number" + ("" if not self.is_list else "s")
+                return f"{self.name} must {'hold finite numbers' if self.is_list else 'be a finite number'}"
         bounds = self.describe_range()
         if bounds and not all(self._in_range(item) for item in items):
             return f"{self.name} must {'hold numbers' if self.is_list else 'be'} {bounds}"

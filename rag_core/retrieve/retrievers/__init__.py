@@ -56,17 +56,17 @@ def parse_mode(mode: str) -> tuple[RetrieverChoice, ...]:
             try:
                 value = float(weight)
             except ValueError:
-                raise ValueError(f"weight {weight!r} of {name!r} is not a number") from None
+                raise ValueError(f"the weight {weight!r} of {name!r} is not a number") from None
             if not math.isfinite(value) or value < 0:
-                raise ValueError(f"weight of {name!r} must be a finite number >= 0")
+                raise ValueError(f"the weight of {name!r} must be a finite number >= 0")
         choices.append(RetrieverChoice(name, value))
     names = [choice.name for choice in choices]
     if not names:
-        raise ValueError("names no retriever")
+        raise ValueError("no retriever is named")
     if len(set(names)) != len(names):
-        raise ValueError("names a retriever twice")
+        raise ValueError("a retriever is named twice")
     if len({choice.weight is None for choice in choices}) > 1:
-        raise ValueError("gives a weight to some retrievers and not to others")
+        raise ValueError("some retrievers have a weight and others not")
     return tuple(choices)
 
 
@@ -88,7 +88,7 @@ def _mode_problem(mode: str) -> str | None:
     try:
         choices = parse_mode(mode)
     except ValueError as exc:
-        return f"{expected}; it {exc}"
+        return f"{expected} ({exc})"
     unknown = [choice.name for choice in choices if choice.name not in registered]
     if unknown:
         return f"{expected}; unknown retriever {unknown[0]!r}{did_you_mean(unknown[0], [*registered, *SHORTHANDS])}"
@@ -116,11 +116,16 @@ SETTINGS.declare(Setting("mode", str, "hybrid", "retrievers: dense | bm25 | hybr
                          "several are fused by fusion", rule=_mode_problem, parse=_mode_value, group="retrieval"),
                  owner="retrieval")
 
-# --- BM25 ---------------------------------------------------------------------------------------
+# --- the built-in retrievers, and BM25's backends -------------------------------------------------
 BM25_BACKENDS = Registry("bm25_backend", setting="bm25_backend", group="bm25")
 BM25_BACKENDS.register("bm25s", "rag_core.retrieve.bm25:BM25sBackend", help="bm25s, Lucene BM25 (fast)")
 BM25_BACKENDS.register("rank_bm25", "rag_core.retrieve.bm25:RankBM25Backend", help="rank-bm25's BM25Okapi (classic Okapi)")
 
+RETRIEVERS.register(
+    "dense", "rag_core.retrieve.retrievers.dense:DenseRetriever",
+    help="cosine similarity of embed_model embeddings in the vector store",
+    embeds_query=True, uses=("embed_model", "embed_backend", "vector_store"),
+)
 RETRIEVERS.register(
     "bm25", "rag_core.retrieve.retrievers.bm25:BM25Retriever",
     help="BM25 keyword search over the indexed chunk texts (rag_core.retrieve.bm25)",
@@ -131,9 +136,4 @@ RETRIEVERS.register(
         Setting("bm25_k1", float, 1.5, "BM25 term-frequency saturation", minimum=0, group="bm25"),
         Setting("bm25_b", float, 0.75, "BM25 length normalisation", minimum=0, maximum=1, group="bm25"),
     ],
-)
-RETRIEVERS.register(
-    "dense", "rag_core.retrieve.retrievers.dense:DenseRetriever",
-    help="cosine similarity of embed_model embeddings in the vector store",
-    embeds_query=True, uses=("embed_model", "embed_backend", "vector_store"),
 )
