@@ -52,7 +52,7 @@ def test_unknown_names_list_the_valid_ones_and_suggest_the_nearest():
     assert "did you mean" not in str(nothing_close.value)
 
 
-def test_a_registration_declares_its_settings_once_and_names_are_checked():
+def test_a_registration_declares_its_settings_once_and_names_are_checked(isolated_components):
     class Gadget:
         pass
 
@@ -89,8 +89,6 @@ def test_mode_is_a_list_of_retrievers_with_weights_and_hybrid_its_shorthand():
 
 
 # --- the retriever contract ------------------------------------------------------------------------
-@RETRIEVERS.register("test_words", help="chunks ranked by how many query words they hold (a test retriever)",
-                     settings=[Setting("test_words_min", int, 1, "words a chunk must share", minimum=1)])
 class WordOverlap(Retriever):
     """Written against the contract only: it indexes nothing on disk and counts shared words."""
 
@@ -106,7 +104,13 @@ class WordOverlap(Retriever):
         return Ranked([ScoredId(self.chunks.chunks[position].id, float(-score)) for score, position in ranked[:depth]])
 
 
-def test_a_third_retriever_is_fused_without_any_change_to_the_pipeline(corpus, tmp_path):
+@pytest.fixture
+def word_overlap(isolated_components):
+    RETRIEVERS.register("test_words", WordOverlap, help="chunks ranked by how many query words they hold (a test)",
+                        settings=[Setting("test_words_min", int, 1, "words a chunk must share", minimum=1)])
+
+
+def test_a_third_retriever_is_fused_without_any_change_to_the_pipeline(corpus, tmp_path, word_overlap):
     query = "how often is the sourdough starter fed"
     pipeline = Pipeline(RagConfig(mode="bm25,test_words", **BM25_ONLY), corpus, tmp_path / "store")
     result = pipeline.retrieve(query)
@@ -167,7 +171,8 @@ class FirstChunks(Retriever):
 '''
 
 
-def test_a_plugin_file_named_in_a_config_file_registers_before_the_settings_are_checked(corpus, tmp_path):
+def test_a_plugin_file_named_in_a_config_file_registers_before_the_settings_are_checked(corpus, tmp_path,
+                                                                                        isolated_components):
     plugins = tmp_path / "my plugins"
     plugins.mkdir()
     (plugins / "first_chunks.py").write_text(PLUGIN.format(name="test_first"))

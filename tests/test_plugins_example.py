@@ -66,7 +66,7 @@ def test_the_plugin_sweep_runs_from_a_clean_checkout_with_plugin_settings_as_par
     assert (checkout / "examples" / "plugins" / "runs" / "plugins").is_dir()
 
 
-def test_the_example_retriever_ranks_by_tfidf_cosine_like_scikit_learn(tmp_path):
+def test_the_example_retriever_ranks_by_tfidf_cosine_like_scikit_learn(tmp_path, isolated_components):
     from sklearn.feature_extraction.text import TfidfVectorizer
 
     from rag_core.ingest.corpus import Corpus
@@ -89,7 +89,7 @@ def test_the_example_retriever_ranks_by_tfidf_cosine_like_scikit_learn(tmp_path)
     assert [hit.chunk.doc_id for hit in filtered.stages["tfidf"]] == ["c.txt"]
 
 
-def test_the_example_chunker_keeps_whole_sentences_within_chunk_size():
+def test_the_example_chunker_keeps_whole_sentences_within_chunk_size(isolated_components):
     load_plugins([str(EXAMPLES / "sentence_chunker.py")])
     text = "One two three. Four five six seven. Eight nine.\n\nTen eleven twelve thirteen fourteen. Fifteen."
     document = Document.from_pages("s.txt", [text], "s.txt")
