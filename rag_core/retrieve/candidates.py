@@ -82,14 +82,19 @@ class FirstStage:
         cfg = self.config
         return Router(self.corpus, cfg.tokenizer, self.index.embedder if self.embeds else None, cfg.rrf_k)
 
-    def key(self, query: str, where: Mapping[str, Any] | None) -> tuple:
-        """Everything the candidates of `query` depend on (the candidates cache's key)."""
+    @functools.cached_property
+    def settings_key(self) -> tuple:
+        """What the candidates of every query depend on besides the query and the filter (once per pipeline)."""
         cfg, chunks = self.config, self.index.chunk_set
         retrievers = tuple((r.name, r.cache_key(chunks), choice.weight) for r, choice in zip(self.retrievers, self.choices))
         fusion = (FUSIONS.get(cfg.fusion).key(cfg), cfg.fusion_norm, cfg.fusion_weights) if self.fusion else None
         routing = (cfg.route_docs, cfg.route_when, cfg.tokenizer, self.embeds) if cfg.route_docs else None
         return (self.index.chunking_key, retrievers, fusion, cfg.retrieve_depth, cfg.rrf_k, self.expansion.cache_key(),
-                self.index.context_key, routing, query, normalise(where))
+                self.index.context_key, routing)
+
+    def key(self, query: str, where: Mapping[str, Any] | None) -> tuple:
+        """Everything the candidates of `query` depend on (the candidates cache's key)."""
+        return (*self.settings_key, query, normalise(where))
 
     def retrieve(self, text: str, where: Mapping[str, Any] | None = None) -> Candidates:
         cfg = self.config

@@ -70,14 +70,20 @@ class SweepPoint:
         return f"{self.number:02d}-{safe}"[:120]
 
     @property
-    def build_key(self) -> tuple:
-        """What the store builds for this point: the chunking (chunk_size, overlap, per_page first), and
-        each retriever of mode with the settings that change its index (its registry's ``key``)."""
+    def chunking_key(self) -> tuple:
+        """The chunking: chunk_size, overlap, per_page, and a chunker other than the built-in with its settings."""
         cfg = self.config
-        chunking = tuple(sorted((key, str(value)) for key, value in chunker_key(cfg).items()))
+        extra = {key: value for key, value in chunker_key(cfg).items() if key not in ("chunk_size", "overlap", "per_page")}
+        return (cfg.chunk_size, cfg.overlap, cfg.per_page, *sorted((key, str(value)) for key, value in extra.items()))
+
+    @property
+    def build_key(self) -> tuple:
+        """What the store builds for this point: the chunking, and each retriever of mode with the
+        settings that change its index (its registry's ``key``)."""
+        cfg = self.config
         retrievers = tuple(RETRIEVERS.get(choice.name).key(cfg) for choice in retriever_choices(cfg))
         ingest = (cfg.extract_tables, cfg.metadata_pattern, cfg.chunk_context, cfg.child_size)  # change what is indexed
-        return (cfg.chunk_size, cfg.overlap, cfg.per_page, chunking, retrievers, ingest)
+        return (self.chunking_key, retrievers, ingest)
 
     @property
     def candidates_key(self) -> tuple:
@@ -90,8 +96,7 @@ class SweepPoint:
     def rerank_key(self) -> tuple | None:
         """Points with the same key score the same cross-encoder pairs: never run two at once."""
         cfg = self.config
-        return ((cfg.chunk_size, cfg.overlap, cfg.per_page, RERANKERS.get(cfg.reranker).key(cfg))
-                if cfg.rerank_depth > 0 else None)
+        return (self.chunking_key, RERANKERS.get(cfg.reranker).key(cfg)) if cfg.rerank_depth > 0 else None
 
 
 @dataclass(frozen=True)
@@ -134,7 +139,7 @@ class SweepSpec:
         if not points:
             raise ConfigError(f"{self.path}: no valid point in the grid ({skipped[0] if skipped else 'empty'})")
         # stable: grid order within a chunking, and points sharing candidates next to each other
-        points.sort(key=lambda point: point.build_key[:3] + (str(point.candidates_key[3:]),))
+        points.sort(key=lambda point: point.chunking_key[:3] + (str(point.chunking_key[3:]), str(point.candidates_key[1:])))
         return points, skipped
 
     def points(self) -> tuple[list[SweepPoint], list[str]]:
