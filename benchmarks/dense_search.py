@@ -58,7 +58,7 @@ def percentile(values: list[float], q: float) -> float:
 def measure(size: int, args: argparse.Namespace, source: np.ndarray | None, rng: np.random.Generator) -> dict:
     import chromadb
 
-    from rag_core.retrieve.vectorstore import ChromaVectorStore
+    from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
 
     matrix = vectors_of(size, source, rng)
     queries = vectors_of(args.queries, source, rng)

@@ -47,11 +47,12 @@ from rag_core.ingest.chunking import chunk_corpus  # noqa: E402
 from rag_core.ingest.files import read_documents  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
 from rag_core.retrieve.models import load_embedder  # noqa: E402
-from rag_core.retrieve.onnx_embed import OnnxEmbedder  # noqa: E402
-from rag_core.retrieve.onnx_export import INT8_RECIPE, QUANTIZE_BY_BACKEND, quantize_for  # noqa: E402
+from rag_core.retrieve.embedding.onnx import OnnxEmbedder  # noqa: E402
+from rag_core.retrieve.embedding import EMBED_BACKENDS  # noqa: E402
+from rag_core.retrieve.onnx_export import INT8_RECIPE  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
-BACKENDS = ("torch", *QUANTIZE_BY_BACKEND)  # torch first: the reference
+BACKENDS = tuple(EMBED_BACKENDS)  # torch first: the reference
 TARGET_SPEEDUP = 1.5
 TARGET_NDCG_DELTA = 0.005
 MIN_GATING_NDCG = 0.1  # a set where torch reads less does not gate the target (see above)
@@ -126,7 +127,7 @@ def encoders(model_name: str, cache_dir: Path, threads: int, batch_size: int) ->
     result, seconds = {"torch": on_torch}, {"torch": 0.0}
     for backend in BACKENDS[1:]:
         started = time.perf_counter()
-        onnx = OnnxEmbedder.load(model, cache_dir, quantize=quantize_for(backend), threads=threads)
+        onnx = OnnxEmbedder.load(model, cache_dir, quantize=EMBED_BACKENDS.get(backend).options["quantize"], threads=threads)
         seconds[backend] = time.perf_counter() - started
         result[backend] = lambda texts, kind, onnx=onnx: onnx.encode(texts, kind, batch_size)
     return result, seconds

@@ -45,11 +45,12 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rag_core.retrieve.bm25 import BM25Index  # noqa: E402
 from rag_core.retrieve.models import RANDOM_HEAD_PREFIX, load_cross_encoder  # noqa: E402
-from rag_core.retrieve.onnx_backend import INT8_RECIPE, QUANTIZE_BY_BACKEND, OnnxCrossEncoder, quantize_for  # noqa: E402
+from rag_core.retrieve.rerank import RERANK_BACKENDS  # noqa: E402
+from rag_core.retrieve.rerank.onnx import INT8_RECIPE, OnnxCrossEncoder  # noqa: E402
 from rag_core.paths import DATA_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
-BACKENDS = ("torch", *QUANTIZE_BY_BACKEND)  # torch first: the reference for agreement
+BACKENDS = tuple(RERANK_BACKENDS)  # torch first: the reference for agreement
 PASSAGE_WORDS = 100
 TOP_K_AGREEMENT = 5
 STAND_IN = RANDOM_HEAD_PREFIX + "packaged:minilm"  # offline there is no real cross-encoder: cost only
@@ -129,7 +130,7 @@ def spread_head(cross_encoder: Any, pairs: Sequence[tuple[str, str]], logit_std:
 def load_scorer(backend: str, cross_encoder: Any, cache_dir: Path, threads: int, batch_size: int = 16) -> Scorer:
     if backend == "torch":
         return lambda pairs: cross_encoder.predict(pairs, batch_size=batch_size, show_progress_bar=False)
-    onnx = OnnxCrossEncoder.load(cross_encoder, cache_dir, quantize=quantize_for(backend), threads=threads)
+    onnx = OnnxCrossEncoder.load(cross_encoder, cache_dir, quantize=RERANK_BACKENDS.get(backend).options["quantize"], threads=threads)
     return lambda pairs: onnx.predict(pairs, batch_size=batch_size)
 
 

@@ -74,13 +74,13 @@ sys.path.insert(0, {str(Path(__file__).resolve().parent)!r})
 from retrieval import synthetic_corpus
 from rag_core.config import RagConfig
 from rag_core.retrieve.index import Index
-from rag_core.retrieve.vectorstore import ChromaVectorStore
+from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
 import numpy as np
 corpus = synthetic_corpus({corpus_docs})
 index = Index({str(store)!r}, corpus, RagConfig(**{config.as_dict()!r}))
 index.chunks
 started = time.perf_counter()
-bm25 = index.ensure_bm25()
+bm25 = index.retriever("bm25").index
 bm25.retrieve("rate limit", 20)
 manifest = next(index.dir.glob("dense-*.json"))
 import json
@@ -118,14 +118,15 @@ def main() -> None:
     queries = (questions() * 10)[: args.queries]
     samples: dict[str, list[float]] = {name: [] for name in
                                        ("embed_query", "vector_search", "bm25_bm25s", "bm25_rank_bm25", "fusion")}
-    bm25s_index = index.ensure_bm25()
-    rank_bm25_index = Index(store, corpus, config.replace(bm25_backend="rank_bm25")).ensure_bm25()
+    bm25s_index = index.retriever("bm25").index
+    rank_bm25_index = Index(store, corpus, config.replace(bm25_backend="rank_bm25")).retriever("bm25").index
+    collection = index.retriever("dense").collection
     for query in queries:
         started = time.perf_counter()
         vector = index.embedder.embed_query(query)
         samples["embed_query"].append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
-        dense = index.vector_store.search(index._collection, vector, 20)
+        dense = index.vector_store.search(collection, vector, 20)
         samples["vector_search"].append((time.perf_counter() - started) * 1000)
         started = time.perf_counter()
         keyword = bm25s_index.retrieve(query, 20)
@@ -141,7 +142,7 @@ def main() -> None:
     reranker.loaded
     samples["rerank_20"] = []
     for query in queries[: args.rerank_queries]:
-        texts = [index.chunk_by_id[h.id].text for h in index.vector_store.search(index._collection, index.embedder.embed_query(query), 20)]
+        texts = [index.chunk_by_id[h.id].text for h in index.vector_store.search(collection, index.embedder.embed_query(query), 20)]
         started = time.perf_counter()
         reranker.score(query, texts)
         samples["rerank_20"].append((time.perf_counter() - started) * 1000)

@@ -166,7 +166,7 @@ def compare_with_serial(folder: Path, store: Path, serial: Path, config: RagConf
 
 def store_summary(store: Path) -> dict:
     """What a store holds: registry, active chunk ids, and the vector collection's size."""
-    from rag_core.retrieve.vectorstore import ChromaVectorStore
+    from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
 
     key = json.loads((store / "active.json").read_text())["chunking_key"]
     with (store / "chunks" / key / "chunks.jsonl").open() as lines:

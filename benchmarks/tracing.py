@@ -56,7 +56,7 @@ def warm_evals(store: Path, uri: str, mode: str, repeat: int,
                reuse_candidates: bool) -> dict[bool, list[tuple[float, float]]]:
     """Alternating in-process evaluations (after one to warm up): tracing -> [(wall, tracing seconds)]."""
     from rag_core.config import RagConfig
-    from rag_core.retrieve import pipeline
+    from rag_core.retrieve import candidates
     from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
     from rag_core.workbench.tracking import TrackingTarget
 
@@ -66,7 +66,7 @@ def warm_evals(store: Path, uri: str, mode: str, repeat: int,
     for _ in range(repeat):
         for tracing in (False, True):
             if not reuse_candidates:
-                pipeline._CANDIDATES.clear()  # every query retrieved again, as in a new configuration
+                candidates.CANDIDATES.clear()  # every query retrieved again, as in a new configuration
             started = time.perf_counter()
             evaluation = evaluate_and_log(RagConfig(mode=mode, tracing=tracing), inputs, store, tracking=TrackingTarget(uri=uri))
             found[tracing].append((time.perf_counter() - started, evaluation.timing.get("timing/tracing_seconds", 0.0)))

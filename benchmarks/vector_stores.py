@@ -31,9 +31,9 @@ import numpy as np  # noqa: E402
 from rag_core.config import RagConfig  # noqa: E402
 from rag_core.evaluate.beir import load_beir, write_synthetic_beir  # noqa: E402
 from rag_core.ingest.corpus import Corpus  # noqa: E402
-from rag_core.retrieve.chroma_process import chroma_server  # noqa: E402
+from rag_core.retrieve.vector_stores.chroma_process import chroma_server  # noqa: E402
 from rag_core.retrieve.index import Index  # noqa: E402
-from rag_core.retrieve.vector_backends import open_vector_store  # noqa: E402
+from rag_core.retrieve.vector_stores import open_vector_store  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
 DIMENSION = 384  # all-MiniLM-L6-v2's

@@ -1,265 +1,243 @@
-"""One frozen dataclass holds every setting; YAML files and CLI flags set them.
+"""One frozen config, ``RagConfig``, holds every setting; YAML files, CLI flags and notebook parameters set them.
 
-Precedence, lowest first: defaults, the YAML file, environment variables (models, LLM provider and
-LLM timeout / retries only: ``ENV_OVERRIDES``), explicit overrides (CLI flags, notebook parameters).
-Unknown keys are an error naming the key; every numeric setting is checked against its range (NaN
-and infinity included) before anything runs.
+The settings are not listed here: each is declared once (``rag_core.components.Setting``: name, type,
+default, range or choices, help) beside the component that reads it: the chunkers'
+(``rag_core.ingest.chunking``), the retrievers' (``rag_core.retrieve.retrievers``), fusion, query
+expansion, re-ranking, embedding and vector stores (``rag_core.retrieve.*``), and plugins'. This
+module declares the pipeline's own (ingest extras, routing, generation, evaluation) and builds
+``RagConfig`` from the one table, ``rag_core.components.SETTINGS``, so a built-in and a plugin
+setting are read, checked, shown in ``--help`` and logged by the same code.
+
+Precedence, lowest first: defaults, the YAML file, environment variables (a setting's ``env``:
+models, LLM provider, LLM timeout and retries), explicit overrides (CLI flags, notebook parameters).
+``plugins`` (module names, or ``.py`` files relative to the file that lists them) are imported before
+the other settings are checked. Unknown keys are an error naming the key and the nearest valid one;
+every numeric setting is checked against its range (NaN and infinity included) before anything runs.
 Where the store lives is not a setting: it changes where results are kept, never what they are.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import os
-from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import yaml
 
-from rag_core.errors import ConfigError  # re-exported: rag_core.config.ConfigError
-from rag_core.retrieve.tokenizer import TOKENIZERS
-from rag_core.retrieve.vector_backends import is_valid_vector_store, valid_forms
+from rag_core.components import SETTINGS, ConfigError, Rule, Setting, did_you_mean, load_entry_points, load_plugins
+from rag_core.components.plugins import resolve_plugins
+from rag_core.ingest.chunking import CHUNKERS  # noqa: F401 - declares the chunking settings
+from rag_core.ingest.metadata import check_pattern
+from rag_core.retrieve.embedding import DEFAULT_EMBED_MODEL
+from rag_core.retrieve.expansion import QUERY_EXPANSIONS  # noqa: F401 - declares the expansion settings
+from rag_core.retrieve.fusion import FUSIONS  # noqa: F401 - declares the fusion settings
+from rag_core.retrieve.rerank import DEFAULT_RERANK_MODEL
+from rag_core.retrieve.retrievers import RETRIEVERS  # noqa: F401 - declares mode and the retrievers' settings
+from rag_core.retrieve.vector_stores import VECTOR_STORES  # noqa: F401 - declares the vector store settings
 
-DEFAULT_EMBED_MODEL = "BAAI/bge-small-en-v1.5"
-DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
+__all__ = ["DEFAULT_EMBED_MODEL", "DEFAULT_LLM_MODEL", "DEFAULT_RERANK_MODEL", "ENV_OVERRIDES", "SETTING_HELP",
+           "ConfigError", "RagConfig", "load_config", "read_yaml_mapping", "read_yaml_settings", "setting_names"]
+
 DEFAULT_LLM_MODEL = "claude-sonnet-5-5"
-
-MODES = ("dense", "bm25", "hybrid")
-BM25_BACKENDS = ("bm25s", "rank_bm25")
 LLM_PROVIDERS = ("anthropic", "openai")
-RERANK_BACKENDS = ("torch", "onnx", "onnx-int8")
 CHUNK_CONTEXTS = ("none", "title", "title_heading")
 ROUTE_WHEN = ("named", "always")  # route_when: only questions naming a document, or every question
-QUERY_EXPANSIONS = ("none", "rm3", "multi_query", "hyde")
-# rrf: this project's RRF (weights optional); the others are ranx.fuse methods (rag_core.retrieve.fusion_ranx)
-FUSIONS = ("rrf", "sum", "mnz", "max", "min", "med", "anz", "gmnz", "isr", "log_isr", "logn_isr", "rbc",
-           "bordafuse", "condorcet", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")
-WEIGHTED_FUSIONS = ("rrf", "wsum", "wmnz", "mixed", "w_bordafuse", "w_condorcet")  # take fusion_weights
-FUSION_NORMS = ("min-max", "max", "sum", "zmuv", "rank", "borda", "none")
-EMBED_BACKENDS = ("torch", "onnx", "onnx-int8")
-
-# setting -> environment variable that overrides it
-ENV_OVERRIDES = {
-    "embed_model": "RAG_EMBED_MODEL",
-    "rerank_model": "RAG_RERANK_MODEL",
-    "llm_model": "RAG_LLM_MODEL",
-    "llm_provider": "LLM_PROVIDER",
-    "llm_timeout_s": "RAG_LLM_TIMEOUT_S",
-    "llm_max_retries": "RAG_LLM_MAX_RETRIES",
-}
 
 
-@dataclass(frozen=True)
-class RagConfig:
-    # chunking (sizes count words)
-    chunk_size: int = 512
-    overlap: int = 64
-    per_page: bool = False
+def _pattern_problem(pattern: str) -> str | None:
+    return check_pattern(pattern) if pattern else None
+
+
+def _child_size_fits(values: Mapping[str, Any]) -> tuple[str, str] | None:
+    if values["child_size"] and not 0 < values["child_size"] < values["chunk_size"]:
+        return "child_size", "child_size must be 0 (off) or > 0 and < chunk_size"
+    return None
+
+
+def _plugins(value: Any) -> tuple[str, ...]:
+    entries = [item.strip() for item in value.split(",")] if isinstance(value, str) else [str(item) for item in value]
+    return resolve_plugins([entry for entry in entries if entry], None)
+
+
+SETTINGS.declare(
+    Setting("plugins", tuple[str, ...], (), "modules or .py files (relative to the file that lists them) that register "
+            "components, imported before the settings are checked", parse=_plugins, group="plugins"),
     # extraction, context and metadata (rag_core.ingest.pdf_extract, rag_core.retrieve.context, rag_core.ingest.metadata)
-    extract_tables: bool = False  # PDF tables as Markdown rows with their header cells
-    chunk_context: str = "none"  # none | title | title_heading: prefix of the embedded and BM25-indexed text
-    metadata_pattern: str = ""  # regex with named groups over document ids, e.g. (?P<year>\d{4})
-    route_docs: int = 0  # retrieve only within the best N documents (rag_core.retrieve.routing); 0 = off
-    route_when: str = "named"  # named: route only questions sharing a word with some document's name | always
+    Setting("extract_tables", bool, False, "write PDF tables as Markdown rows with their header cells (PyMuPDF "
+            "find_tables; slow, cached)", group="ingest"),
+    Setting("chunk_context", str, "none", "prefix the indexed text of each chunk: none | title | title_heading "
+            "(shown text unchanged)", choices=CHUNK_CONTEXTS, group="ingest"),
+    Setting("metadata_pattern", str, "", "regex with named groups over document ids giving metadata, e.g. "
+            "(?P<company>[^_]+)_(?P<year>\\d{4})", rule=_pattern_problem, group="ingest"),
+    Setting("child_size", int, 0, "parent-child: words per searched child chunk (0 = off); the chunk_size parent is "
+            "returned", minimum=0, group="chunking"),
+    # document routing (rag_core.retrieve.routing)
+    Setting("route_docs", int, 0, "first rank documents, then retrieve only within the best N (0 = off)", minimum=0,
+            group="routing"),
+    Setting("route_when", str, "named", "named: route only questions that share a word with some document's name "
+            "(title, metadata); others search every document | always", choices=ROUTE_WHEN, group="routing"),
     # retrieval
-    mode: str = "hybrid"  # dense | bm25 | hybrid
-    k: int = 5  # passages kept at the end
-    retrieve_depth: int = 20  # candidates taken from each retriever
-    rrf_k: int = 60
-    rerank_depth: int = 20  # fused candidates re-scored by the cross-encoder; 0 = no re-ranking
-    fusion: str = "rrf"  # rrf | a ranx.fuse method (FUSIONS)
-    fusion_norm: str = "min-max"  # score normalisation before a ranx fusion (FUSION_NORMS)
-    fusion_weights: tuple[float, ...] = ()  # per retriever (dense, bm25); () = equal
-    # query expansion
-    query_expansion: str = "none"  # none | rm3 | multi_query | hyde
-    rm3_docs: int = 10  # feedback documents (top BM25 chunks)
-    rm3_terms: int = 10  # expansion terms kept
-    rm3_weight: float = 0.5  # weight of the original query in the expanded one
-    multi_query_n: int = 3  # rephrasings the LLM writes
-    # parent-child chunks
-    child_size: int = 0  # words per searched child chunk inside each chunk_size parent; 0 = off
-    # BM25
-    bm25_backend: str = "bm25s"  # bm25s | rank_bm25
-    tokenizer: str = "stem"  # stem | simple | whitespace (see rag_core.retrieve.tokenizer)
-    bm25_k1: float = 1.5
-    bm25_b: float = 0.75
-    # models
-    embed_model: str = DEFAULT_EMBED_MODEL
-    rerank_model: str = DEFAULT_RERANK_MODEL
-    rerank_backend: str = "torch"  # torch | onnx | onnx-int8 (ONNX Runtime, exported from rerank_model)
-    embed_backend: str = "torch"  # torch | onnx | onnx-int8 (ONNX Runtime, exported from embed_model)
-    embed_batch_size: int = 32
-    model_fallback: bool = True  # offline: fall back to the packaged MiniLM, announced and recorded
-    # vector store (rag_core.retrieve.vector_backends): chroma | chroma+http://HOST:PORT | qdrant:PATH | qdrant+http://HOST:PORT
-    vector_store: str = "chroma"
-    vector_store_timeout_s: float = 60.0  # per request to a vector store server
-    # generation
-    llm_provider: str = "anthropic"
-    llm_model: str = DEFAULT_LLM_MODEL
-    max_answer_tokens: int = 1024
-    llm_timeout_s: float = 20.0  # per request; with llm_max_retries 2, a query waits about 60 s at most
-    llm_max_retries: int = 2  # retries of a timed-out, rate-limited, 5xx or malformed request
-    min_rerank_score: float = 0.0  # no-answer threshold on the cross-encoder score (logit)
-    min_retriever_agreement: int = 2  # without re-ranker: a passage must be found by this many retrievers
+    Setting("k", int, 5, "passages returned (and given to the LLM)", above=0, group="retrieval"),
+    Setting("retrieve_depth", int, 20, "candidates taken from each retriever", above=0, group="retrieval"),
+    # generation (rag_core.generate)
+    Setting("llm_provider", str, "anthropic", "anthropic | openai (env LLM_PROVIDER)", choices=LLM_PROVIDERS,
+            env="LLM_PROVIDER", group="generation"),
+    Setting("llm_model", str, DEFAULT_LLM_MODEL, "LLM model name (env RAG_LLM_MODEL)", env="RAG_LLM_MODEL",
+            group="generation"),
+    Setting("max_answer_tokens", int, 1024, "maximum tokens in a generated answer", above=0, group="generation"),
+    Setting("llm_timeout_s", float, 20.0, "seconds to wait for one LLM request (env RAG_LLM_TIMEOUT_S)", above=0,
+            env="RAG_LLM_TIMEOUT_S", group="generation"),
+    Setting("llm_max_retries", int, 2, "retries of a timed-out, rate-limited or failed LLM request (env "
+            "RAG_LLM_MAX_RETRIES)", minimum=0, env="RAG_LLM_MAX_RETRIES", group="generation"),
+    Setting("min_retriever_agreement", int, 2, "without re-ranking: retrievers that must find a passage for an answer",
+            minimum=0, group="generation"),
     # evaluation
-    metrics_k: tuple[int, ...] = (5, 10)
-    tracing: bool = True  # one MLflow trace per evaluated query (rag_core.workbench.traces)
+    Setting("metrics_k", tuple[int, ...], (5, 10), "K values for Recall@K / nDCG@K / hit rate, comma-separated",
+            above=0, rule=lambda ks: None if ks else "must hold positive integers", group="evaluation"),
+    Setting("tracing", bool, True, "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: "
+            "off)", group="evaluation"),
+    owner="general")
+SETTINGS.add_rule(Rule(_child_size_fits, "general"))
 
-    def __post_init__(self) -> None:
-        # Each message starts with the setting's name; NaN passes no comparison, so finiteness comes first.
-        checks = [
-            *((math.isfinite(getattr(self, name)), f"{name} must be a finite number")
-              for name in ("bm25_k1", "bm25_b", "min_rerank_score", "llm_timeout_s", "vector_store_timeout_s",
-                           "rm3_weight")),
-            (self.chunk_size > 0, "chunk_size must be > 0"),
-            (0 <= self.overlap < self.chunk_size, "overlap must be >= 0 and < chunk_size"),
-            (self.mode in MODES, f"mode must be one of {', '.join(MODES)}"),
-            (self.chunk_context in CHUNK_CONTEXTS, f"chunk_context must be one of {', '.join(CHUNK_CONTEXTS)}"),
-            (self.route_docs >= 0, "route_docs must be >= 0 (0 = off)"),
-            (self.route_when in ROUTE_WHEN, f"route_when must be one of {', '.join(ROUTE_WHEN)}"),
-            (self.k > 0, "k must be > 0"),
-            (self.retrieve_depth > 0, "retrieve_depth must be > 0"),
-            (self.rrf_k >= 0, "rrf_k must be >= 0"),
-            (self.rerank_depth >= 0, "rerank_depth must be >= 0"),
-            (self.fusion in FUSIONS, f"fusion must be one of {', '.join(FUSIONS)}"),
-            (self.fusion_norm in FUSION_NORMS, f"fusion_norm must be one of {', '.join(FUSION_NORMS)}"),
-            (all(math.isfinite(w) and w >= 0 for w in self.fusion_weights) and len(self.fusion_weights) in (0, 2),
-             "fusion_weights must be two finite numbers >= 0 (dense, bm25), or empty"),
-            (not self.fusion_weights or self.fusion in WEIGHTED_FUSIONS,
-             f"fusion_weights apply to fusion {', '.join(WEIGHTED_FUSIONS)} only, not {self.fusion}"),
-            (self.query_expansion in QUERY_EXPANSIONS, f"query_expansion must be one of {', '.join(QUERY_EXPANSIONS)}"),
-            (self.query_expansion != "hyde" or self.mode != "bm25", "mode must be dense or hybrid for query_expansion hyde (it embeds a passage)"),
-            (self.query_expansion != "rm3" or self.mode != "dense", "query_expansion rm3 expands the BM25 query: it needs mode bm25 or hybrid"),
-            (self.rm3_docs > 0, "rm3_docs must be > 0"),
-            (self.rm3_terms > 0, "rm3_terms must be > 0"),
-            (0 <= self.rm3_weight <= 1, "rm3_weight must be between 0 and 1"),
-            (self.multi_query_n > 0, "multi_query_n must be > 0"),
-            (0 <= self.child_size < self.chunk_size or self.child_size == 0, "child_size must be 0 (off) or > 0 and < chunk_size"),
-            (self.tokenizer in TOKENIZERS, f"tokenizer must be one of {', '.join(TOKENIZERS)}"),
-            (self.bm25_backend in BM25_BACKENDS, f"bm25_backend must be one of {', '.join(BM25_BACKENDS)}"),
-            (self.rerank_backend in RERANK_BACKENDS, f"rerank_backend must be one of {', '.join(RERANK_BACKENDS)}"),
-            (self.embed_backend in EMBED_BACKENDS, f"embed_backend must be one of {', '.join(EMBED_BACKENDS)}"),
-            (self.bm25_k1 >= 0, "bm25_k1 must be >= 0"),
-            (0 <= self.bm25_b <= 1, "bm25_b must be between 0 and 1"),
-            (self.embed_batch_size > 0, "embed_batch_size must be > 0"),
-            (is_valid_vector_store(self.vector_store), f"vector_store must be one of: {valid_forms()}"),
-            (self.vector_store_timeout_s > 0, "vector_store_timeout_s must be > 0 (seconds)"),
-            (self.llm_provider in LLM_PROVIDERS, f"llm_provider must be one of {', '.join(LLM_PROVIDERS)}"),
-            (self.max_answer_tokens > 0, "max_answer_tokens must be > 0"),
-            (self.llm_timeout_s > 0, "llm_timeout_s must be > 0 (seconds)"),
-            (self.llm_max_retries >= 0, "llm_max_retries must be >= 0"),
-            (self.min_retriever_agreement >= 0, "min_retriever_agreement must be >= 0"),
-            (bool(self.metrics_k) and all(k > 0 for k in self.metrics_k), "metrics_k must hold positive integers"),
-            (isinstance(self.tracing, bool), "tracing must be true or false"),
-        ]
-        for ok, message in checks:
-            if not ok:
-                setting = message.split()[0]
-                raise ConfigError(f"{message}, got {getattr(self, setting)!r}")
-        if self.metadata_pattern:
-            from rag_core.ingest.metadata import check_pattern
 
-            problem = check_pattern(self.metadata_pattern)
-            if problem:
-                raise ConfigError(f"metadata_pattern {problem}, got {self.metadata_pattern!r}")
+class RagConfig:
+    """Every declared setting's value (``config.chunk_size``), checked when made; immutable.
 
-    # --- building ---------------------------------------------------------------------------
+    ``RagConfig(**settings)`` and ``RagConfig.from_dict(values, where=...)`` take values as YAML, CLI
+    flags or notebooks give them (``"0.7,0.3"`` for a list, ``"true"`` for a bool) and leave every
+    other setting at its default. ``plugins`` are imported first, so their settings can be given too.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, **settings: Any) -> None:
+        object.__setattr__(self, "_values", _checked(settings, "config"))
+
     @classmethod
     def from_dict(cls, values: Mapping[str, Any], *, where: str = "config") -> "RagConfig":
-        known = {f.name: f for f in fields(cls)}
-        unknown = [key for key in values if key not in known]
-        if unknown:
-            raise ConfigError(
-                f"unknown setting {unknown[0]!r} in {where}; valid settings: {', '.join(sorted(known))}"
-            )
-        return cls(**{key: _coerce(known[key], value, where) for key, value in values.items()})
+        config = cls.__new__(cls)
+        object.__setattr__(config, "_values", _checked(values, where))
+        return config
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        values = object.__getattribute__(self, "_values")
+        if name in values:
+            return values[name]
+        if name in SETTINGS:  # declared by a plugin loaded after this config was made: its default
+            return SETTINGS[name].default
+        raise AttributeError(f"RagConfig has no setting {name!r}{did_you_mean(name, SETTINGS.names())}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"RagConfig is immutable: use config.replace({name}=...)")
+
+    def __dir__(self) -> list[str]:
+        return sorted({*object.__dir__(self), *SETTINGS.names()})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RagConfig) and self.as_dict() == other.as_dict()
+
+    def __hash__(self) -> int:
+        return hash(tuple(sorted(self.as_dict().items())))
+
+    def __repr__(self) -> str:
+        return f"RagConfig({', '.join(f'{key}={value!r}' for key, value in self.as_dict().items())})"
+
+    def __reduce__(self) -> tuple:
+        return _restore, (self.as_dict(),)
 
     def replace(self, **changes: Any) -> "RagConfig":
-        merged = {**self.as_dict(), **changes}
-        return RagConfig.from_dict(merged)
+        return RagConfig.from_dict({**self.as_dict(), **changes})
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every setting, in the settings table's order."""
+        values = object.__getattribute__(self, "_values")
+        return {setting.name: values.get(setting.name, setting.default) for setting in SETTINGS}
 
     def as_params(self) -> dict[str, str]:
-        """Flat string params for MLflow (tuples joined with commas)."""
+        """Flat string params for MLflow (lists joined with commas)."""
         return {
             key: ",".join(map(str, value)) if isinstance(value, tuple) else str(value)
             for key, value in self.as_dict().items()
         }
 
-    def chunking_key(self) -> dict[str, Any]:
-        key = {"chunk_size": self.chunk_size, "overlap": self.overlap, "per_page": self.per_page}
-        if self.child_size:  # only when on, so the keys of existing stores stay as they were
-            key["child_size"] = self.child_size
-        return key
+
+def _checked(values: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """Every setting's value: `values` (plugins imported first) coerced, the rest defaults; all checked."""
+    load_entry_points()
+    if values.get("plugins"):
+        load_plugins(SETTINGS["plugins"].coerce(values["plugins"], where))
+    unknown = [key for key in values if key not in SETTINGS]
+    if unknown:
+        raise ConfigError(SETTINGS.unknown_message(unknown[0], where))
+    checked = {setting.name: setting.coerce(values[setting.name], where) if setting.name in values else setting.default
+               for setting in SETTINGS}
+    for setting, message in SETTINGS.problems(checked):  # each message starts with the setting's name
+        raise ConfigError(f"{message}, got {checked[setting]!r}")
+    return checked
 
 
-# One line per setting, for `--help`.
-SETTING_HELP = {
-    "chunk_size": "chunk length in words",
-    "overlap": "words repeated from the previous chunk",
-    "per_page": "chunk inside pages instead of across them",
-    "extract_tables": "write PDF tables as Markdown rows with their header cells (PyMuPDF find_tables; slow, cached)",
-    "chunk_context": "prefix the indexed text of each chunk: none | title | title_heading (shown text unchanged)",
-    "metadata_pattern": "regex with named groups over document ids giving metadata, e.g. (?P<company>[^_]+)_(?P<year>\\d{4})",
-    "route_docs": "first rank documents, then retrieve only within the best N (0 = off)",
-    "route_when": "named: route only questions that share a word with some document's name (title, metadata); "
-                  "others search every document | always",
-    "mode": "retrieval: dense | bm25 | hybrid",
-    "k": "passages returned (and given to the LLM)",
-    "retrieve_depth": "candidates taken from each retriever",
-    "rrf_k": "Reciprocal Rank Fusion constant",
-    "rerank_depth": "fused candidates re-scored by the cross-encoder (0 = off)",
-    "fusion": "how dense and BM25 lists merge: rrf, or a ranx method (wsum, wmnz, sum, mnz, max, ...)",
-    "fusion_norm": "score normalisation before a ranx fusion: min-max | zmuv | max | sum | rank | borda | none",
-    "fusion_weights": "weights of the dense and BM25 lists, comma-separated (empty: equal); see tune-fusion",
-    "query_expansion": "none | rm3 (BM25 pseudo-relevance feedback) | multi_query | hyde (these two need an LLM key)",
-    "rm3_docs": "RM3: top BM25 chunks used as feedback",
-    "rm3_terms": "RM3: expansion terms kept",
-    "rm3_weight": "RM3: weight of the original query (0..1) against the feedback terms",
-    "multi_query_n": "multi_query: rephrasings the LLM writes (each retrieved, fused with RRF)",
-    "child_size": "parent-child: words per searched child chunk (0 = off); the chunk_size parent is returned",
-    "bm25_backend": "bm25s | rank_bm25",
-    "tokenizer": "BM25 tokenizer: stem | simple | whitespace",
-    "bm25_k1": "BM25 term-frequency saturation",
-    "bm25_b": "BM25 length normalisation",
-    "embed_model": "embedding model, hub name or local directory (env RAG_EMBED_MODEL)",
-    "rerank_model": "cross-encoder, hub name or local directory (env RAG_RERANK_MODEL)",
-    "rerank_backend": "cross-encoder runtime: torch | onnx | onnx-int8 (ONNX Runtime, exported once into the store)",
-    "embed_backend": "embedding runtime: torch | onnx | onnx-int8 (ONNX Runtime, exported once into the store)",
-    "embed_batch_size": "texts per embedding batch",
-    "model_fallback": "offline: fall back to the packaged MiniLM (announced, recorded)",
-    "vector_store": "where dense vectors live: chroma (embedded) | chroma+http://HOST:PORT | qdrant:PATH | "
-                    "qdrant+http://HOST:PORT",
-    "vector_store_timeout_s": "seconds to wait for one request to a vector store server",
-    "llm_provider": "anthropic | openai (env LLM_PROVIDER)",
-    "llm_model": "LLM model name (env RAG_LLM_MODEL)",
-    "max_answer_tokens": "maximum tokens in a generated answer",
-    "llm_timeout_s": "seconds to wait for one LLM request (env RAG_LLM_TIMEOUT_S)",
-    "llm_max_retries": "retries of a timed-out, rate-limited or failed LLM request (env RAG_LLM_MAX_RETRIES)",
-    "min_rerank_score": "no-answer threshold on the cross-encoder logit",
-    "min_retriever_agreement": "without re-ranking: retrievers that must find a passage for an answer",
-    "metrics_k": "K values for Recall@K / nDCG@K / hit rate, comma-separated",
-    "tracing": "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: off)",
-}
+def _restore(values: dict[str, Any]) -> RagConfig:
+    if values.get("plugins"):
+        load_plugins(values["plugins"])
+    config = RagConfig.__new__(RagConfig)
+    object.__setattr__(config, "_values", dict(values))
+    return config
+
+
+class _SettingHelp(Mapping[str, str]):
+    """setting -> its one line of help, for ``--help`` (plugins' settings included once loaded)."""
+
+    def __getitem__(self, name: str) -> str:
+        return SETTINGS[name].help
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(SETTINGS.names())
+
+    def __len__(self) -> int:
+        return len(SETTINGS.names())
+
+
+SETTING_HELP: Mapping[str, str] = _SettingHelp()
+
+
+class _EnvOverrides(Mapping[str, str]):
+    """setting -> the environment variable that overrides its default."""
+
+    def _table(self) -> dict[str, str]:
+        return {setting.name: setting.env for setting in SETTINGS if setting.env}
+
+    def __getitem__(self, name: str) -> str:
+        return self._table()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table())
+
+    def __len__(self) -> int:
+        return len(self._table())
+
+
+ENV_OVERRIDES: Mapping[str, str] = _EnvOverrides()
 
 
 def setting_names() -> list[str]:
-    return [f.name for f in fields(RagConfig)]
+    load_entry_points()
+    return SETTINGS.names()
 
 
 def load_config(path: str | Path | None = None, overrides: Mapping[str, Any] | None = None) -> RagConfig:
-    """Defaults < YAML file < environment (models, provider) < overrides."""
+    """Defaults < YAML file < environment (a setting's ``env``) < overrides (None values are left out)."""
     values: dict[str, Any] = {}
     if path is not None:
         values.update(read_yaml_settings(path))
     for key, env_name in ENV_OVERRIDES.items():
         if os.environ.get(env_name):
             values[key] = os.environ[env_name]
-    values.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    given = {key: value for key, value in (overrides or {}).items() if value is not None}
+    if values.get("plugins") and given.get("plugins"):  # plugins add up: the file's, then the overrides'
+        given["plugins"] = [*values["plugins"], *SETTINGS["plugins"].coerce(given["plugins"], "settings")]
+    values.update(given)
     return RagConfig.from_dict(values, where=str(path) if path else "settings")
 
 
@@ -278,32 +256,17 @@ def read_yaml_mapping(path: str | Path, expected: str = "setting: value") -> dic
 
 
 def read_yaml_settings(path: str | Path) -> dict[str, Any]:
+    """The settings of a YAML config file, checked (unknown keys and bad values named with the file);
+    its ``plugins`` files made absolute against the file's folder."""
     data = read_yaml_mapping(path)
-    RagConfig.from_dict(data, where=str(path))  # unknown keys and bad values, named with the file
+    if "plugins" in data:
+        data["plugins"] = list(file_plugins(data["plugins"], path))
+    RagConfig.from_dict(data, where=str(path))
     return data
 
 
-def _coerce(field: dataclasses.Field, value: Any, where: str) -> Any:
-    """Turn YAML/CLI values into the field's type, with an error naming the key."""
-    kind = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", str(field.type))
-    try:
-        if kind == "bool":
-            if isinstance(value, str):
-                if value.lower() in ("true", "1", "yes", "on"):
-                    return True
-                if value.lower() in ("false", "0", "no", "off"):
-                    return False
-                raise ValueError(value)
-            return bool(value)
-        if kind == "int":
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
-            return int(value)
-        if kind == "float":
-            return float(value)
-        if kind.startswith("tuple"):
-            items = [item for item in value.split(",") if item.strip()] if isinstance(value, str) else list(value)
-            return tuple((float if "float" in kind else int)(item) for item in items)
-        return str(value)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
-        raise ConfigError(f"setting {field.name!r} in {where}: cannot use {value!r} as {kind}") from None
+def file_plugins(entries: Any, path: str | Path) -> tuple[str, ...]:
+    """A file's ``plugins`` value (a list, or names separated by commas), its ``.py`` files made
+    absolute against the folder of `path`, the file that lists them."""
+    items = entries if isinstance(entries, (list, tuple)) else str(entries or "").split(",")
+    return resolve_plugins([str(item).strip() for item in items if str(item).strip()], Path(path).resolve().parent)

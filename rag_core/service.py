@@ -34,6 +34,7 @@ from rag_core.ingest.corpus import DocumentStore, exclusive_lock, store_corpus, 
 from rag_core.ingest.files import read_documents
 from rag_core.records import Document
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
+from rag_core.retrieve.retrievers import uses_embedder
 
 log = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, pro
         chunks=len(chunk_ids),
         added=len(set(chunk_ids) - previous_ids),
         embedded=stats.embedded,
-        embed_model_used=pipeline.index.embedder.name_used if config.mode != "bm25" else None,
+        embed_model_used=pipeline.index.embedder.name_used if uses_embedder(config) else None,
         truncated=stats.truncated,
     )
     return report

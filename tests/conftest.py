@@ -61,3 +61,22 @@ def run_cli(*args: str, store: Path | None = None, env: dict[str, str] | None = 
         command += ["--store", str(store)]
     return subprocess.run(command, capture_output=True, text=True, env={**os.environ, **(env or {})},
                           cwd=cwd or ROOT, timeout=600)
+
+
+@pytest.fixture
+def isolated_components(monkeypatch):
+    """Components registered and settings declared during the test (in-process plugins included) are
+    forgotten after it, so that other tests see only the built-ins."""
+    from rag_core.components import REGISTRIES, SETTINGS
+
+    for registry in REGISTRIES.values():
+        monkeypatch.setattr(registry, "_components", dict(registry._components))
+    monkeypatch.setattr(SETTINGS, "_settings", dict(SETTINGS._settings))
+    monkeypatch.setattr(SETTINGS, "_rules", list(SETTINGS._rules))
+    registries, modules = dict(REGISTRIES), set(sys.modules)
+    yield
+    REGISTRIES.clear()
+    REGISTRIES.update(registries)
+    for name in set(sys.modules) - modules:
+        if name.startswith("rag_plugin_"):  # plugin files imported by path: imported again next time
+            del sys.modules[name]

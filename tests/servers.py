@@ -27,7 +27,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from rag_core.retrieve.chroma_process import ChromaServer, chroma_server, free_port  # noqa: F401 - re-exported
+from rag_core.retrieve.vector_stores.chroma_process import ChromaServer, chroma_server, free_port  # noqa: F401 - re-exported
 
 STARTUP_SECONDS = 90
 

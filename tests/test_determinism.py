@@ -19,7 +19,7 @@ import sys
 import numpy as np
 import pytest
 
-from rag_core.retrieve.vectorstore import ChromaVectorStore
+from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
 
 COLLECTION = "dense-determinism"
 VECTORS, QUERIES, DEPTH = 900, 30, 20  # 900 < Chroma's sync_threshold: the whole graph is rebuilt from the log
@@ -66,7 +66,7 @@ def test_the_same_store_gives_the_same_hits_in_every_process(vectors, tmp_path):
     ids, matrix, queries = vectors
     _store(tmp_path / "store", ids, matrix)
     np.save(tmp_path / "queries.npy", queries)
-    code = ("import json, sys, numpy as np; from rag_core.retrieve.vectorstore import ChromaVectorStore; "
+    code = ("import json, sys, numpy as np; from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore; "
             "store = ChromaVectorStore(sys.argv[1]); "
             f"print(json.dumps([[hit.id for hit in store.search({COLLECTION!r}, q, {DEPTH})] for q in np.load(sys.argv[2])]))")
     runs = [json.loads(subprocess.run([sys.executable, "-c", code, str(tmp_path / "store"), str(tmp_path / "queries.npy")],

@@ -20,7 +20,7 @@ from rag_core.evaluate.golden import Evidence, GoldenQuery
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document
 from rag_core.retrieve.bm25 import BM25Index
-from rag_core.retrieve.expansion import build_expansion_prompt, parse_rephrasings
+from rag_core.retrieve.expansion.llm import build_expansion_prompt, parse_rephrasings
 from rag_core.retrieve.fusion import reciprocal_rank_fusion
 from rag_core.retrieve.pipeline import Pipeline
 

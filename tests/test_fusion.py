@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag_core.retrieve.fusion import FUSION_METHODS, fuse, reciprocal_rank_fusion
+from rag_core.config import RagConfig
 from rag_core.records import ScoredId
+from rag_core.retrieve.fusion import FUSIONS, reciprocal_rank_fusion
 
 
 @pytest.fixture
@@ -71,11 +72,13 @@ def test_negative_k_rejected():
 
 
 def test_fuse_by_name(dense_and_bm25):
-    assert list(FUSION_METHODS) == ["rrf"]
-    assert fuse(dense_and_bm25, method="rrf", k=1) == reciprocal_rank_fusion(dense_and_bm25, k=1)
-    assert dict(fuse(dense_and_bm25, k=1))["b"] == pytest.approx(1 / 3)
+    assert list(FUSIONS)[0] == "rrf"
+    rrf = FUSIONS.load("rrf")("rrf", RagConfig(rrf_k=1))
+    scored = [[ScoredId(item, 0.0) for item in ranked] for ranked in dense_and_bm25]
+    assert rrf.fuse(scored) == reciprocal_rank_fusion(dense_and_bm25, k=1)
+    assert dict(rrf.fuse(scored))["b"] == pytest.approx(1 / 3)
 
 
 def test_unknown_method_lists_valid_names(dense_and_bm25):
-    with pytest.raises(ValueError, match="unknown fusion method 'combsum'; valid methods: rrf"):
-        fuse(dense_and_bm25, method="combsum")
+    with pytest.raises(ValueError, match="unknown fusion 'combsum'; valid fusions: rrf, sum"):
+        FUSIONS.get("combsum")

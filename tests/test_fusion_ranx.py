@@ -13,7 +13,7 @@ from conftest import run_cli
 from rag_core.config import ConfigError, RagConfig
 from rag_core.records import ScoredId
 from rag_core.retrieve.fusion import reciprocal_rank_fusion
-from rag_core.retrieve.fusion_ranx import ranx_fusion
+from rag_core.retrieve.fusion.ranx import ranx_fusion
 
 DENSE = [ScoredId("a", 0.9), ScoredId("b", 0.5), ScoredId("c", 0.1)]
 BM25 = [ScoredId("c", 10.0), ScoredId("d", 4.0), ScoredId("a", 2.0)]
@@ -89,7 +89,7 @@ def test_pipeline_wsum_fuses_the_stage_scores(sample_store):
         expected = 0.4 * dense.get(hit.chunk.id, 0.0) + 0.6 * bm25.get(hit.chunk.id, 0.0)
         assert hit.stages["fused"].score == pytest.approx(expected, abs=1e-9)
     plain = open_pipeline(sample_store, config.replace(fusion="rrf", fusion_weights=()), progress=False)
-    assert plain._candidates_key("q") != open_pipeline(sample_store, config, progress=False)._candidates_key("q")
+    assert plain.first_stage.key("q", None) != open_pipeline(sample_store, config, progress=False).first_stage.key("q", None)
 
 
 @pytest.mark.slow

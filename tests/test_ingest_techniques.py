@@ -60,7 +60,9 @@ def test_title_heading_context_prefixes_indexed_text_only(tmp_path):
     assert risk_chunk.text == document.text[risk_chunk.char_start:risk_chunk.char_end]
     title_only = Index(tmp_path / "store", corpus, RagConfig(chunk_context="title", **BM25))
     assert title_only.indexed_texts()[0].startswith("Acme Annual Report | acme 2019 report\n\n")
-    assert len({index.bm25_key, title_only.bm25_key, Index(tmp_path / "store", corpus, RagConfig(**BM25)).bm25_key}) == 3
+    keys = {one.retriever("bm25").cache_key(one.chunk_set)
+            for one in (index, title_only, Index(tmp_path / "store", corpus, RagConfig(**BM25)))}
+    assert len(keys) == 3
     # The title words now find the chunk by BM25; without context they are nowhere in the text.
     hits = Pipeline(RagConfig(chunk_context="title", **BM25), corpus, tmp_path / "store").retrieve("acme")
     assert hits.hits and Pipeline(RagConfig(**BM25), corpus, tmp_path / "store").retrieve("acme").hits == []
@@ -200,7 +202,7 @@ def test_hybrid_filter_and_routing_restrict_the_vector_store_too(tmp_path, monke
     assert "acme_2019_10k.pdf" in {hit.chunk.doc_id for hit in unfiltered.stages["dense"]}
     kept = pipeline.retrieve("widget revenue", where={"company": "Bolt"})
     assert kept.stages["dense"] and {hit.chunk.doc_id for hit in kept.stages["dense"]} <= {"bolt_2018_10k.pdf", "bolt_2019_10k.pdf"}
-    stored = pipeline.index.vector_store._collection(pipeline.index._collection).get(include=["metadatas"])
+    stored = pipeline.index.vector_store._collection(pipeline.index.retriever("dense").collection).get(include=["metadatas"])
     assert {(meta["doc_id"], meta["company"], meta["year"]) for meta in stored["metadatas"]} == {
         ("acme_2019_10k.pdf", "Acme", "2019"), ("bolt_2018_10k.pdf", "Bolt", "2018"), ("bolt_2019_10k.pdf", "Bolt", "2019")}
     routing = Pipeline(RagConfig(mode="hybrid", rerank_depth=0, chunk_size=40, overlap=5, route_docs=1), corpus,

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 from scipy.stats import kendalltau
 
-import rag_core.retrieve.onnx_backend as onnx_backend
+import rag_core.retrieve.rerank.onnx as onnx_backend
 import rag_core.retrieve.onnx_export as onnx_export
+from rag_core.retrieve.rerank import RERANK_BACKENDS
 from conftest import STAND_IN_RERANKER
 from rag_core.retrieve.models import load_cross_encoder
-from rag_core.retrieve.onnx_backend import MANIFEST_FILE, MODEL_FILE, OnnxCrossEncoder, OnnxExportError, cache_key
+from rag_core.retrieve.rerank.onnx import MANIFEST_FILE, MODEL_FILE, OnnxCrossEncoder, OnnxExportError, cache_key
 from rag_core.paths import DATA_DIR, SAMPLE_GOLDEN_FILE
 
 pytestmark = pytest.mark.slow
@@ -117,9 +118,10 @@ def test_missing_onnxruntime_says_what_to_install(tmp_path, monkeypatch):
 
 
 def test_backends_are_chosen_by_name():
-    assert onnx_backend.quantize_for("onnx") is False and onnx_backend.quantize_for("onnx-int8") is True
-    with pytest.raises(ValueError, match="valid: onnx, onnx-int8"):
-        onnx_backend.quantize_for("onnx-int4")
+    quantize = {name: RERANK_BACKENDS.get(name).options.get("quantize") for name in ("onnx", "onnx-int8")}
+    assert quantize == {"onnx": False, "onnx-int8": True}
+    with pytest.raises(ValueError, match="valid rerank backends: torch, onnx, onnx-int8"):
+        RERANK_BACKENDS.get("onnx-int4")
 
 
 def test_the_pipeline_reranks_on_onnx_with_the_scores_of_torch_kept_apart(copy_of_sample_store):

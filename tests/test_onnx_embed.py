@@ -11,9 +11,9 @@ import pytest
 
 from rag_core.config import ConfigError, RagConfig
 from rag_core.paths import DATA_DIR, SAMPLE_GOLDEN_FILE
-from rag_core.retrieve.embed import Embedder
+from rag_core.retrieve.embedding.embedder import Embedder
 from rag_core.retrieve.models import load_embedder
-from rag_core.retrieve.onnx_embed import OnnxEmbedder, model_prompts
+from rag_core.retrieve.embedding.onnx import OnnxEmbedder, model_prompts
 from rag_core.retrieve.onnx_export import MODEL_FILE
 
 pytestmark = pytest.mark.slow
@@ -109,7 +109,7 @@ def test_the_pipeline_embeds_on_onnx_in_its_own_collection(copy_of_sample_store)
     on_torch = open_pipeline(copy_of_sample_store, config, progress=False)
     on_onnx = open_pipeline(copy_of_sample_store, config.replace(embed_backend="onnx"), progress=False)
     torch_hits, onnx_hits = on_torch.retrieve(query).hits, on_onnx.retrieve(query).hits
-    assert on_onnx.index._collection != on_torch.index._collection  # the backend is part of the key
+    assert on_onnx.index.retriever("dense").collection != on_torch.index.retriever("dense").collection  # the backend is part of the key
     assert on_onnx.index.stats.embedded == len(on_onnx.index.chunks)  # not read from torch's cache entries
     assert on_torch.index.stats.embedded == 0
     assert [hit.chunk.id for hit in onnx_hits] == [hit.chunk.id for hit in torch_hits]

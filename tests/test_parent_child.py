@@ -14,6 +14,7 @@ from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document, ScoredId
 from rag_core.retrieve.bm25 import BM25Index
 from rag_core.retrieve.parent_child import child_chunks, collapse_to_parents
+from rag_core.retrieve.index import chunking_settings
 from rag_core.retrieve.pipeline import Pipeline
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -93,5 +94,5 @@ def test_child_level_metrics_next_to_parent_level(corpus, tmp_path):
 def test_child_size_setting():
     with pytest.raises(ConfigError, match="child_size"):
         RagConfig(chunk_size=100, child_size=100)
-    assert RagConfig(child_size=128).chunking_key()["child_size"] == 128
-    assert "child_size" not in RagConfig().chunking_key()  # stores made before the setting keep their keys
+    assert chunking_settings(RagConfig(child_size=128))["child_size"] == 128
+    assert "child_size" not in chunking_settings(RagConfig())  # stores made before the setting keep their keys

@@ -12,7 +12,7 @@ from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document
 from rag_core.retrieve.bm25 import BM25Index
 from rag_core.retrieve.pipeline import Pipeline
-from rag_core.retrieve.rm3 import expansion_weights, rm3_search
+from rag_core.retrieve.expansion.rm3 import expansion_weights, rm3_search
 
 TEXTS = {
     "d1": "cat dog dog fish",

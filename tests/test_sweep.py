@@ -141,8 +141,9 @@ def test_a_point_in_a_warm_kernel_gives_the_metrics_of_the_point_alone(tiny_corp
 
 def test_a_point_whose_kernel_dies_fails_and_the_next_point_gets_a_new_kernel(tiny_corpus, tmp_path,  # noqa: F811
                                                                                tracking_uri):  # noqa: F811
-    notebook = evaluation_notebook_with("import os, signal\nif k == 2:\n    os.kill(os.getpid(), signal.SIGKILL)",
-                                        tmp_path / "dies.ipynb")
+    notebook = evaluation_notebook_with(
+        "import os, signal\nif config_from_parameters(globals()).k == 2:\n    os.kill(os.getpid(), signal.SIGKILL)",
+        tmp_path / "dies.ipynb")
     spec = load_sweep(_write_sweep(tmp_path, name="dies", input=str(tiny_corpus.documents),
                                    golden=str(tiny_corpus.golden), base={"mode": "bm25", "rerank_depth": 0},
                                    grid={"k": [2, 3]}))
@@ -180,7 +181,8 @@ def test_an_interrupted_sweep_marks_the_running_point_killed_at_once(tiny_corpus
     import sys
     import time
 
-    notebook = evaluation_notebook_with("import time\nif k == 2:\n    time.sleep(120)", tmp_path / "slow.ipynb")
+    notebook = evaluation_notebook_with("import time\nif config_from_parameters(globals()).k == 2:\n    time.sleep(120)",
+                                        tmp_path / "slow.ipynb")
     sweep_file = _write_sweep(tmp_path, name="interrupted", input=str(tiny_corpus.documents),
                               golden=str(tiny_corpus.golden), base={"mode": "bm25", "rerank_depth": 0}, grid={"k": [2]})
     script = (f"from pathlib import Path\nfrom rag_core.workbench import load_sweep, run_sweep\n"

@@ -85,8 +85,9 @@ def test_the_ray_executor_gives_the_local_metrics(ray_address, smoke_sweep, tmp_
 
 KILL_CELL = """
 import os, pathlib, signal, time
-_marker = pathlib.Path({marker!r})
-if chunk_size == 512 and k == 5 and not _marker.exists():  # the first attempt of one point
+from rag_core.workbench.evaluation import config_from_parameters
+_marker, _config = pathlib.Path({marker!r}), config_from_parameters(globals())
+if _config.chunk_size == 512 and _config.k == 5 and not _marker.exists():  # the first attempt of one point
     _marker.write_text(f"{{os.getppid()}} {{os.getpid()}}")
     os.kill(os.getppid(), signal.SIGKILL)  # the Ray worker running this point
     time.sleep(120)  # ended earlier by ipykernel when it sees its parent gone

@@ -14,8 +14,9 @@ import pytest
 from conftest import run_cli
 from rag_core.config import ConfigError, RagConfig
 from rag_core.retrieve.index import Index
-from rag_core.retrieve.vector_backends import manifest_key, open_vector_store, parse_vector_store
-from rag_core.retrieve.vector_errors import VectorStoreError
+from rag_core.retrieve.retrievers import Query
+from rag_core.retrieve.vector_stores import manifest_key, open_vector_store, parse_vector_store
+from rag_core.retrieve.vector_stores.errors import VectorStoreError
 from rag_core.cli.common import known_failure
 from rag_core.ingest.corpus import store_corpus
 from servers import ChromaServer, chroma_server, free_port, silent_server
@@ -97,15 +98,15 @@ def test_every_backend_gives_the_same_top_passages(copy_of_sample_store, tmp_pat
         indexes = {name: Index(store, corpus, DENSE.replace(vector_store=name))
                    for name in ("chroma", server.setting, "qdrant:qdrant")}
         for index in indexes.values():
-            index.ensure_dense()
-            assert index.vector_store.count(index._collection) == len(index.chunks)
+            index.retriever("dense")
+            assert index.vector_store.count(index.retriever("dense").collection) == len(index.chunks)
         reference = indexes["chroma"]
         vectors, _ = reference.embedder.embed_documents([chunk.text for chunk in reference.chunks])
         for question in QUESTIONS:
             exact = vectors @ reference.embedder.embed_query(question)
             expected = [reference.chunks[i].id for i in np.argsort(-exact)[:10]]
             for name, index in indexes.items():
-                hits, _ = index.dense_search(question, 10)
+                hits = index.retriever("dense").search(Query(question, index.embedder.embed_query), 10).hits
                 assert [hit.id for hit in hits] == expected, (name, question)
                 assert np.allclose([hit.score for hit in hits], np.sort(exact)[::-1][:10], atol=1e-5), name
     manifests = sorted(path.name for path in reference.dir.glob("dense-*.json"))
@@ -120,18 +121,18 @@ def test_a_server_that_dies_mid_ingest_leaves_no_manifest_and_a_rerun_completes(
     try:
         index = Index(store, corpus, config, vector_store=DiesMidUpsert(open_vector_store(server.setting, store), server))
         with pytest.raises(VectorStoreError, match=r"the Chroma server at .* failed while upserting: .*run the same command again"):
-            index.ensure_dense()
+            index.retriever("dense")
         assert _manifests_of(index) == ["chroma"]  # the sample store's embedded one only: none for the server
         server.start()  # the same data and port
         collection = _collection(index)  # every backend names the collection alike: (chunking, model)
         assert open_vector_store(server.setting, store).count(collection) == len(index.chunks) // 2
         rerun = Index(store, corpus, config)
-        rerun.ensure_dense()
-        assert rerun.vector_store.count(rerun._collection) == len(rerun.chunks)
+        rerun.retriever("dense")
+        assert rerun.vector_store.count(rerun.retriever("dense").collection) == len(rerun.chunks)
         assert rerun.stats.upserted == len(rerun.chunks) - len(rerun.chunks) // 2  # only what was missing
         assert rerun.stats.embedded == 0 and _manifests_of(rerun).count(server.setting) == 1
-        hits, _ = rerun.dense_search(QUESTIONS[0], 10)
-        assert [hit.id for hit in hits] == [hit.id for hit in Index(store, corpus, DENSE).dense_search(QUESTIONS[0], 10)[0]]
+        hits = rerun.retriever("dense").search(Query(QUESTIONS[0], rerun.embedder.embed_query), 10).hits
+        assert [hit.id for hit in hits] == [hit.id for hit in _dense_search(Index(store, corpus, DENSE), QUESTIONS[0])]
     finally:
         server.stop()
 
@@ -187,6 +188,10 @@ def _manifests_of(index: Index) -> list[str]:
     import json
 
     return sorted(json.loads(path.read_text()).get("vector_store", "chroma") for path in index.dir.glob("dense-*.json"))
+
+
+def _dense_search(index: Index, question: str) -> list:
+    return index.retriever("dense").search(Query(question, index.embedder.embed_query), 10).hits
 
 
 def _collection(index: Index) -> str:

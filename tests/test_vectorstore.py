@@ -10,8 +10,8 @@ import uuid
 import numpy as np
 import pytest
 
-from rag_core.retrieve.qdrant_store import QdrantVectorStore, point_id
-from rag_core.retrieve.vectorstore import ChromaVectorStore
+from rag_core.retrieve.vector_stores.qdrant import QdrantVectorStore, point_id
+from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
 from servers import chroma_server
 
 
@@ -28,7 +28,7 @@ def open_store(request, tmp_path):
         return lambda: ChromaVectorStore(tmp_path / "chroma")
     if request.param == "qdrant":
         return lambda: QdrantVectorStore(path=tmp_path / "qdrant")
-    from rag_core.retrieve.chroma_server import ChromaServerStore
+    from rag_core.retrieve.vector_stores.chroma_server import ChromaServerStore
 
     port = int(request.getfixturevalue("chroma_server_url").rsplit(":", 1)[1])
     return lambda: ChromaServerStore("127.0.0.1", port)

@@ -31,12 +31,14 @@ from types import ModuleType
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rag_core.cli import calibrate_judge, ingest, make_golden, query, sweep, tune_fusion  # noqa: E402
+from rag_core.cli import calibrate_judge, components, ingest, make_golden, query, sweep, tune_fusion  # noqa: E402
 from rag_core.cli import eval as evaluate  # noqa: E402
 from rag_core.cli.common import EXIT_BAD_INPUT, add_common_arguments, known_failure  # noqa: E402
+from rag_core.config import ConfigError  # noqa: E402
 
 # The subcommands, in the order `rag-pipeline --help` lists them.
-COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, make_golden, calibrate_judge, tune_fusion)
+COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, make_golden, calibrate_judge, tune_fusion,
+                                    components)
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -57,6 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:  # plugins named on the command line first: their settings become flags
+        components.preload_plugins(sys.argv[1:] if argv is None else argv)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
     logging.getLogger("rag_core.ingest.files").setLevel(logging.ERROR)  # the ingest summary lists skipped files

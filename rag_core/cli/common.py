@@ -10,18 +10,15 @@ an empty store). Left out: the subcommands themselves (one module each, beside t
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 from rag_core.api_keys import redact
-from rag_core.config import SETTING_HELP, RagConfig, load_config
+from rag_core.components import SETTINGS
+from rag_core.config import RagConfig, load_config
 from rag_core.errors import BadInput, RunFailure
 from rag_core.paths import default_store_dir
-from rag_core.retrieve.filters import FilterError
-from rag_core.retrieve.models import ModelLoadError
-from rag_core.retrieve.vector_errors import VectorStoreError
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -36,16 +33,16 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where indexes live (default: $RAG_STORE or ./.rag_store)")
     common.add_argument("--json", action="store_true", help="print machine-readable JSON on stdout")
     settings = parser.add_argument_group("settings (override the config file; defaults in brackets)")
-    for field in dataclasses.fields(RagConfig):
-        flag = "--" + field.name.replace("_", "-")
-        default = field.default
-        if field.type in ("bool", bool):
-            settings.add_argument(flag, dest=field.name, action=argparse.BooleanOptionalAction, default=None,
-                                  help=f"{SETTING_HELP[field.name]} [{default}]")
+    for setting in SETTINGS:  # built-in and plugin settings alike
+        flag = "--" + setting.name.replace("_", "-")
+        default = setting.default
+        if setting.type is bool:
+            settings.add_argument(flag, dest=setting.name, action=argparse.BooleanOptionalAction, default=None,
+                                  help=f"{setting.help} [{default}]")
         else:
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-            settings.add_argument(flag, dest=field.name, default=None, metavar=_metavar(field.type),
-                                  help=f"{SETTING_HELP[field.name]} [{shown}]")
+            settings.add_argument(flag, dest=setting.name, default=None, metavar=_metavar(setting.type_name),
+                                  help=f"{setting.help} [{shown}]")
 
 
 def add_where_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
@@ -56,17 +53,16 @@ def add_where_argument(parser: argparse.ArgumentParser, note: str = "") -> None:
 
 
 def _metavar(kind: object) -> str:
-    return {"int": "N", "float": "X"}.get(str(kind), "LIST" if str(kind).startswith("tuple") else "NAME")
+    return {"int": "N", "float": "X"}.get(str(kind), "LIST" if str(kind).startswith("list") else "NAME")
 
 
 def setting_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The settings given as flags (name -> value); the others are None and left out."""
-    return {field.name: value for field in dataclasses.fields(RagConfig)
-            if (value := getattr(args, field.name, None)) is not None}
+    return {name: value for name in SETTINGS.names() if (value := getattr(args, name, None)) is not None}
 
 
 def config_from_args(args: argparse.Namespace) -> RagConfig:
-    overrides = {field.name: getattr(args, field.name, None) for field in dataclasses.fields(RagConfig)}
+    overrides = {name: getattr(args, name, None) for name in SETTINGS.names()}
     return load_config(args.config, overrides)
 
 
@@ -85,8 +81,8 @@ def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
 
 def known_failure(exc: Exception) -> tuple[str, int] | None:
     """(one-line message, exit code) for failures the user can act on; None for bugs (tracebacks)."""
-    if isinstance(exc, (BadInput, FilterError)):
+    if isinstance(exc, BadInput):
         return str(exc), EXIT_BAD_INPUT
-    if isinstance(exc, (RunFailure, ModelLoadError, VectorStoreError)):
+    if isinstance(exc, RunFailure):
         return redact(str(exc)), EXIT_FAILURE
     return None

@@ -34,8 +34,6 @@ from rag_core.records import Chunk
 from rag_core.retrieve.filters import describe
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
 
-# Pipeline stages in order, as named in the per-query table.
-TRACE_STAGES = ("dense", "bm25", "fused", "rerank", "final")
 
 
 @dataclass
@@ -188,11 +186,11 @@ def trace_row(query: GoldenQuery, retrieval: Retrieval, relevant: dict[str, int]
     relevant_ids = set(relevant)
     final_ids = [hit.chunk.id for hit in retrieval.hits]
     first = {stage: first_relevant_rank([hit.chunk.id for hit in retrieval.stages[stage]], relevant_ids)
-             for stage in TRACE_STAGES[:-1] if stage in retrieval.stages}
+             for stage in retrieval.stages}  # the stages that ran, in pipeline order
     first["final"] = first_relevant_rank(final_ids, relevant_ids)
     row: dict[str, Any] = {"query_id": query.id, "query": query.query}
     # only the stages that ran: a run without re-ranking has no re-rank column
-    row.update({f"first_relevant_{stage}": first[stage] for stage in TRACE_STAGES if stage in first})
+    row.update({f"first_relevant_{stage}": first[stage] for stage in first})
     row["outcome"] = _outcome(first, retrieval)
     row["top_sources"] = " | ".join(dict.fromkeys(f"{hit.chunk.doc_id} p{hit.chunk.page_start}" for hit in retrieval.hits))
     # per-query latency: the samples of latency/*_p50_ms and _p95_ms, for their bootstrap intervals
@@ -207,7 +205,7 @@ def _outcome(first: dict[str, int | None], retrieval: Retrieval) -> str:
     lost at re-rank | ranked below k (no re-ranking: fused below k)."""
     if first["final"] is not None:
         return "found"
-    if not any(first.get(stage) for stage in ("dense", "bm25")):
+    if not any(first.get(stage) for stage in retrieval.retrievers):
         return "not retrieved"
     if "rerank" in retrieval.stages:
         return "lost at re-rank" if first.get("rerank") else "cut before re-rank"

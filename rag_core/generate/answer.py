@@ -38,13 +38,18 @@ from rag_core.api_keys import KEY_ENV
 from rag_core._compat import StrEnum
 from rag_core.llm import LLMClient, LLMError, complete_with_retries, has_api_key, new_nonce
 from rag_core.records import Hit
+from rag_core.retrieve.retrievers import retriever_choices
 
 NO_ANSWER_TEXT = "The documents do not contain the answer to this question."
 # {reason}: "no LLM configured" (no API key), "LLM not used", "LLM call failed"
 EXTRACTIVE_LABEL = (
     "Extractive answer ({reason}): the passages below are quoted from the documents; no answer was generated."
 )
-RETRIEVERS = {"dense": ("dense",), "bm25": ("bm25",), "hybrid": ("dense", "bm25")}
+
+
+def retriever_names(config: RagConfig) -> tuple[str, ...]:
+    """The retrievers the config runs (``mode``), whose agreement the no-answer rule counts."""
+    return tuple(choice.name for choice in retriever_choices(config))
 
 
 class AnswerMode(StrEnum):
@@ -109,7 +114,7 @@ def passage_clears(hit: Hit, config: RagConfig) -> bool:
     """Does this passage clear the relevance threshold? (See the module docstring.)"""
     if "rerank" in hit.stages:
         return hit.stages["rerank"].score >= config.min_rerank_score
-    retrievers = RETRIEVERS[config.mode]
+    retrievers = retriever_names(config)
     found = sum(1 for name in retrievers if name in hit.stages and (name != "bm25" or hit.stages[name].score > 0))
     return found >= max(1, min(config.min_retriever_agreement, len(retrievers)))
 
@@ -117,7 +122,7 @@ def passage_clears(hit: Hit, config: RagConfig) -> bool:
 def threshold_description(config: RagConfig, reranked: bool) -> str:
     if reranked:
         return f"re-rank score >= {config.min_rerank_score}"
-    needed = max(1, min(config.min_retriever_agreement, len(RETRIEVERS[config.mode])))
+    needed = max(1, min(config.min_retriever_agreement, len(retriever_names(config))))
     return f"found by {needed} of the {config.mode} retriever(s)"
 
 

@@ -1,6 +1,13 @@
-"""Recursive chunking of a document's text, with page spans and character offsets.
+"""Chunkers: the contract (``Chunker``), the registry (``CHUNKERS``, the ``chunker`` setting) and the
+built-in ``recursive`` chunker, with page spans and character offsets.
 
-The text is split with the coarsest separator that works (paragraph, then line, then sentence, then
+A chunker is registered as a class ``(name, config)`` whose ``chunk(document)`` returns the document's
+chunks in text order, each an exact span of ``Document.text`` (``span_chunk`` makes one from offsets:
+id, text and pages). ``chunk_size``, ``overlap`` and ``per_page`` are every chunker's settings (one
+may ignore some); a chunker declares its own at registration, and they join the chunking's key (the
+built-in's key is the three alone, as before chunkers were pluggable).
+
+``recursive``: the text is split with the coarsest separator that works (paragraph, then line, then sentence, then
 word) until every piece fits in ``chunk_size`` words; neighbouring pieces are then merged back into
 chunks of at most ``chunk_size`` words, each new chunk repeating up to ``overlap`` words from the end
 of the previous one (from a sentence start where possible). Chunking runs over the whole document,
@@ -13,9 +20,13 @@ Left out: token-based sizes (sizes count whitespace-separated words) and semanti
 from __future__ import annotations
 
 import re
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
+from rag_core.components import SETTINGS, Registry, Rule, Setting
 from rag_core.records import Chunk, Document
+
+CHUNKERS = Registry("chunker", setting="chunker", group="chunking")
+DEFAULT_CHUNKER = "recursive"
 
 # Coarse to fine. Each pattern matches the separator itself; pieces keep no separator text at their ends.
 SEPARATORS: tuple[re.Pattern[str], ...] = (
@@ -139,3 +150,71 @@ def _tail(text: str, start: int, end: int, overlap: int) -> tuple[int, int]:
             first = index
             break
     return words[first], len(words) - first
+
+
+# --- the contract -------------------------------------------------------------------------------
+class Chunker:
+    """Settings from the config (``chunk_size``, ``overlap``, ``per_page`` and its own)."""
+
+    def __init__(self, name: str, config: Any) -> None:
+        self.name = name
+        self.config = config
+
+    def chunk(self, document: Document) -> list[Chunk]:
+        raise NotImplementedError
+
+    def chunk_corpus(self, documents: Iterable[Document]) -> list[Chunk]:
+        """Every document's chunks, checked to be exact spans of their document's text."""
+        chunks = []
+        for document in documents:
+            for chunk in self.chunk(document):
+                if chunk.doc_id != document.doc_id or chunk.text != document.text[chunk.char_start:chunk.char_end]:
+                    raise ValueError(f"chunker {self.name!r} returned a chunk of {document.doc_id!r} that is not the "
+                                     f"span [{chunk.char_start}:{chunk.char_end}] of its text (use span_chunk)")
+                chunks.append(chunk)
+        return chunks
+
+
+def span_chunk(document: Document, start: int, end: int) -> Chunk:
+    """The chunk of `document` spanning ``text[start:end]``: its id, text and pages."""
+    text = document.text[start:end]
+    return Chunk(Chunk.make_id(document.doc_id, start, end, text), document.doc_id, text, start, end,
+                 document.page_at(start), document.page_at(end - 1))
+
+
+class RecursiveChunker(Chunker):
+    def chunk(self, document: Document) -> list[Chunk]:
+        return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page)
+
+
+def make_chunker(config: Any) -> Chunker:
+    """The configured chunker."""
+    return CHUNKERS.load(config.chunker)(config.chunker, config)
+
+
+def chunker_key(config: Any) -> dict[str, Any]:
+    """The settings that decide the chunks: chunk_size, overlap, per_page, and for a chunker other than
+    the built-in its name and its own settings."""
+    key: dict[str, Any] = {"chunk_size": config.chunk_size, "overlap": config.overlap, "per_page": config.per_page}
+    if config.chunker != DEFAULT_CHUNKER:
+        key["chunker"] = config.chunker
+        key.update((setting.name, getattr(config, setting.name)) for setting in CHUNKERS.get(config.chunker).settings)
+    return key
+
+
+def _overlap_below_chunk_size(values: Mapping[str, Any]) -> tuple[str, str] | None:
+    if not 0 <= values["overlap"] < values["chunk_size"]:
+        return "overlap", "overlap must be >= 0 and < chunk_size"
+    return None
+
+
+SETTINGS.declare(
+    Setting("chunk_size", int, 512, "chunk length in words", above=0, group="chunking"),
+    Setting("overlap", int, 64, "words repeated from the previous chunk", group="chunking"),
+    Setting("per_page", bool, False, "chunk inside pages instead of across them", group="chunking"),
+    Setting("chunker", str, DEFAULT_CHUNKER, "how documents are split: recursive, or a chunker a plugin registers",
+            choices=CHUNKERS.names, group="chunking"),
+    owner="chunking")
+SETTINGS.add_rule(Rule(_overlap_below_chunk_size, "chunking"))
+CHUNKERS.register(DEFAULT_CHUNKER, RecursiveChunker, help="paragraphs, then lines, sentences, words, merged up to "
+                  "chunk_size words with overlap words repeated")

@@ -21,7 +21,7 @@ terms differently, so rankings can differ. Only the bm25s scores are comparable 
 A query term repeated in the query counts once per occurrence, in both backends.
 
 A filter (``allowed``) masks the scores before the top k is taken. Weighted queries
-(``retrieve_weighted``) serve RM3 query expansion (``rag_core.retrieve.rm3``).
+(``retrieve_weighted``) serve RM3 query expansion (``rag_core.retrieve.expansion.rm3``).
 Left out: BM25F fields, incremental updates (``index`` rebuilds from scratch).
 A saved ``rank_bm25`` index is a pickle: load only directories you wrote yourself.
 """
@@ -39,6 +39,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from rag_core.records import ScoredId
+from rag_core.retrieve.retrievers import BM25_BACKENDS  # name -> backend class (BM25sBackend, RankBM25Backend)
 from rag_core.retrieve.tokenizer import TOKENIZER_VERSION, get_tokenizer
 
 FORMAT_VERSION = 1
@@ -58,7 +59,7 @@ class BM25Settings:
     b: float = 0.75
 
 
-class _BM25sBackend:
+class BM25sBackend:
     """bm25s, Lucene variant; saved with bm25s's own ``save`` (numpy arrays + JSON vocabulary)."""
 
     subdir = "bm25s"
@@ -67,7 +68,7 @@ class _BM25sBackend:
         self.model = model
 
     @classmethod
-    def build(cls, corpus_tokens: list[list[str]], k1: float, b: float) -> "_BM25sBackend":
+    def build(cls, corpus_tokens: list[list[str]], k1: float, b: float) -> "BM25sBackend":
         bm25s = _import_bm25s()
         model = bm25s.BM25(k1=k1, b=b, method="lucene", backend="numpy")
         # No "" token: empty queries never reach the backend (see BM25Index.retrieve).
@@ -86,11 +87,11 @@ class _BM25sBackend:
         self.model.save(directory / self.subdir, show_progress=False)
 
     @classmethod
-    def load(cls, directory: Path) -> "_BM25sBackend":
+    def load(cls, directory: Path) -> "BM25sBackend":
         return cls(_import_bm25s().BM25.load(directory / cls.subdir, mmap=False, show_progress=False))
 
 
-class _RankBM25Backend:
+class RankBM25Backend:
     """rank-bm25's BM25Okapi; saved as a pickle of the fitted object."""
 
     file = "rank_bm25.pkl"
@@ -99,7 +100,7 @@ class _RankBM25Backend:
         self.model = model
 
     @classmethod
-    def build(cls, corpus_tokens: list[list[str]], k1: float, b: float) -> "_RankBM25Backend":
+    def build(cls, corpus_tokens: list[list[str]], k1: float, b: float) -> "RankBM25Backend":
         try:
             from rank_bm25 import BM25Okapi
         except ImportError:
@@ -118,21 +119,16 @@ class _RankBM25Backend:
             pickle.dump(self.model, handle, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def load(cls, directory: Path) -> "_RankBM25Backend":
+    def load(cls, directory: Path) -> "RankBM25Backend":
         with open(directory / cls.file, "rb") as handle:
             return cls(pickle.load(handle))
-
-
-# name -> backend class
-BM25_BACKENDS: dict[str, type] = {"bm25s": _BM25sBackend, "rank_bm25": _RankBM25Backend}
 
 
 class BM25Index:
     """Settings in ``__init__``, then ``index()``, ``retrieve()``, ``save()``, ``load()``."""
 
     def __init__(self, backend: str = "bm25s", tokenizer: str = "stem", k1: float = 1.5, b: float = 0.75) -> None:
-        if backend not in BM25_BACKENDS:
-            raise ValueError(f"unknown bm25 backend {backend!r}; valid backends: {', '.join(BM25_BACKENDS)}")
+        BM25_BACKENDS.get(backend)  # UnknownComponent (a ValueError) listing the valid backends
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
         self.settings = BM25Settings(backend, tokenizer, float(k1), float(b))
@@ -159,8 +155,7 @@ class BM25Index:
         corpus_tokens = [self.tokenize(text) for text in texts]
         if not any(corpus_tokens):
             raise ValueError(f"no document has a token left after the {self.settings.tokenizer!r} tokenizer")
-        backend_class = BM25_BACKENDS[self.settings.backend]
-        self._backend = backend_class.build(corpus_tokens, self.settings.k1, self.settings.b)
+        self._backend = BM25_BACKENDS.load(self.settings.backend).build(corpus_tokens, self.settings.k1, self.settings.b)
         self.ids = list(ids)
 
     def retrieve(self, query: str, k: int, allowed: np.ndarray | None = None) -> list[ScoredId]:
@@ -241,7 +236,7 @@ class BM25Index:
         if differences:
             raise BM25LoadError(f"BM25 index in {directory} was built with other settings: {', '.join(differences)}")
         index = cls(meta["backend"], meta["tokenizer"], meta["k1"], meta["b"])
-        index._backend = BM25_BACKENDS[meta["backend"]].load(directory)
+        index._backend = BM25_BACKENDS.load(meta["backend"]).load(directory)
         index.ids = json.loads((directory / IDS_FILE).read_text())
         if len(index.ids) != meta["n_documents"]:
             raise BM25LoadError(f"BM25 index in {directory} is inconsistent: {len(index.ids)} ids")

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from rag_core.errors import BadInput
 from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.metadata import Filter, metadata_fields, normalise
 
 
-class FilterError(ValueError):
+class FilterError(BadInput, ValueError):
     """A filter names an unknown key or keeps no document."""
 
 

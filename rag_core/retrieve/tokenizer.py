@@ -24,6 +24,8 @@ import unicodedata
 from functools import lru_cache
 from typing import Callable
 
+from rag_core.components import Registry
+
 Tokenizer = Callable[[str], list[str]]  # text -> tokens
 
 TOKENIZER_VERSION = 1
@@ -90,17 +92,13 @@ def tokenize_whitespace(text: str) -> list[str]:
     return text.split()
 
 
-# name -> tokenizer
-TOKENIZERS: dict[str, Tokenizer] = {
-    "stem": tokenize_stem,
-    "simple": tokenize_simple,
-    "whitespace": tokenize_whitespace,
-}
+# name -> tokenizer (a plugin registers its own: TOKENIZERS.register("mine", function))
+TOKENIZERS = Registry("tokenizer", setting="tokenizer", group="bm25")
+TOKENIZERS.register("stem", tokenize_stem, help="NFKC, lowercase, alphanumeric runs, English stop words, Snowball stems")
+TOKENIZERS.register("simple", tokenize_simple, help="NFKC, lowercase, alphanumeric runs")
+TOKENIZERS.register("whitespace", tokenize_whitespace, help="str.split()")
 
 
 def get_tokenizer(name: str) -> Tokenizer:
     """The tokenizer registered under ``name``; ``ValueError`` listing the valid names otherwise."""
-    try:
-        return TOKENIZERS[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown tokenizer {name!r}; valid tokenizers: {', '.join(TOKENIZERS)}") from None
+    return TOKENIZERS.load(name)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rag_core.components import load_plugins
 from rag_core.config import RagConfig, load_config, setting_names
 from rag_core.errors import BadInput
 from rag_core.evaluate.beir import load_beir
@@ -160,10 +161,15 @@ def run_name_for(config: RagConfig) -> str:
 
 # --- notebook helpers ---------------------------------------------------------------------------
 def config_from_parameters(namespace: Mapping[str, Any]) -> RagConfig:
-    """The config from a notebook's parameters: every setting found in `namespace` (None means
-    the default, or the environment variable for models and provider)."""
-    overrides = {name: namespace[name] for name in setting_names() if name in namespace}
-    return load_config(None, overrides)
+    """The config from a notebook's parameters: its ``settings`` mapping of overrides (a value of None
+    means the default, or the environment variable for models and provider), after importing its
+    ``plugins``. A setting passed as a parameter of its own (``papermill -p chunk_size 256``) counts
+    too; ``settings`` wins over it. Defaults come from the settings' declarations, not the notebook."""
+    settings = dict(namespace.get("settings") or {})
+    plugins = [*(namespace.get("plugins") or ()), *(settings.get("plugins") or ())]
+    load_plugins(plugins)  # first: their settings may be among the parameters
+    loose = {name: namespace[name] for name in setting_names() if name in namespace and name not in settings}
+    return load_config(None, {**loose, **settings, **({"plugins": plugins} if plugins else {})})
 
 
 def load_notebook_inputs(input_dir: str | None = None, golden: str | None = None, beir: str | None = None,

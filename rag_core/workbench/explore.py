@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.ingest.corpus import Corpus
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, default_store_dir
-from rag_core.retrieve.pipeline import STAGES, Pipeline, Retrieval
+from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.records import Chunk
 
 if TYPE_CHECKING:
@@ -104,17 +104,16 @@ def stage_table(retrieval: Retrieval, text_chars: int = 80) -> "pd.DataFrame":
     import pandas as pd
 
     final = {hit.chunk.id: rank for rank, hit in enumerate(retrieval.hits, start=1)}
-    hits = {hit.chunk.id: hit for stage in STAGES for hit in retrieval.stages.get(stage, [])}
+    hits = {hit.chunk.id: hit for stage in retrieval.stages for hit in retrieval.stages[stage]}
     rows = []
     for chunk_id, hit in hits.items():
         chunk = hit.chunk
         pages = f"{chunk.page_start}" if chunk.page_start == chunk.page_end else f"{chunk.page_start}-{chunk.page_end}"
         row: dict[str, Any] = {"chunk": chunk_id[:8], "source": chunk.doc_id, "pages": pages}
-        for stage in STAGES:
-            if stage in retrieval.stages:
-                score = hit.stages.get(stage)
-                row[f"{stage} rank"] = score.rank if score else None
-                row[f"{stage} score"] = score.score if score else None
+        for stage in retrieval.stages:
+            score = hit.stages.get(stage)
+            row[f"{stage} rank"] = score.rank if score else None
+            row[f"{stage} score"] = score.score if score else None
         row["final rank"] = final.get(chunk_id)
         row["text"] = " ".join(chunk.text.split())[:text_chars]
         rows.append(row)
@@ -166,7 +165,7 @@ def summary(corpus: Corpus, pipeline: Pipeline, counts: Sequence[int], retrieval
         "documents": len(corpus), "pages": sum(doc.n_pages for doc in corpus.documents),
         "chunks": len(pipeline.index.chunks), "max_seq_length": max_len,
         "truncated": sum(count > max_len for count in counts), "query": retrieval.query,
-        "stages": [stage for stage in STAGES if stage in retrieval.stages],
+        "stages": list(retrieval.stages),
         "final": [{"chunk": hit.chunk.id, "source": hit.chunk.doc_id, "page": hit.chunk.page_start,
                    "scores": {stage: score.score for stage, score in hit.stages.items()}} for hit in retrieval.hits],
         "latency_ms": retrieval.latency_ms,

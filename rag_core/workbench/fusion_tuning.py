@@ -2,7 +2,7 @@
 (``rag-pipeline tune-fusion``).
 
 1. Hybrid candidates (dense and BM25 lists, ``retrieve_depth`` each) for every training query.
-2. ``ranx.optimize_fusion`` (through ``rag_core.retrieve.fusion_ranx.learn_weights``) searches the
+2. ``ranx.optimize_fusion`` (through ``rag_core.retrieve.fusion.ranx.learn_weights``) searches the
    weights of a weighted method (``wsum``, ``wmnz``, ``mixed``, ``w_bordafuse``, ``w_condorcet``; grid
    step ``step``) or RRF's ``k`` (``rrf``), maximising a ranx metric (default ``ndcg@10``) against the
    chunk-level relevance of the training set.
@@ -25,7 +25,7 @@ from rag_core.evaluate.relevance import build_qrels
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Run
-from rag_core.retrieve.fusion_ranx import WEIGHTED_METHODS
+from rag_core.retrieve.fusion.ranx import WEIGHTED_METHODS
 from rag_core.retrieve.pipeline import Pipeline
 
 TUNE_METHODS = (*WEIGHTED_METHODS, "rrf")
@@ -58,7 +58,7 @@ def tune_fusion(config: RagConfig, corpus: Corpus, train: Sequence[GoldenQuery],
                 progress: bool = False) -> FusionTuning:
     if method not in TUNE_METHODS:
         raise ValueError(f"tune-fusion method must be one of {', '.join(TUNE_METHODS)}, got {method!r}")
-    from rag_core.retrieve.fusion_ranx import learn_weights
+    from rag_core.retrieve.fusion.ranx import learn_weights
 
     start = config.replace(mode="hybrid")
     pipeline = Pipeline(start, corpus, Path(store_dir), progress=progress)

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rag_core.components import SETTINGS
 from rag_core.config import RagConfig
 from rag_core.workbench.evaluation import RESULT_MIME
 from rag_core.paths import NOTEBOOKS_DIR
@@ -61,7 +62,7 @@ def run_point(point: SweepPoint, point_hash: str, job: PointJob, kernel: WarmKer
     tracking_seconds = time.perf_counter() - started
     notebook = job.output_dir / f"{point.file_stem}.ipynb"
     parameters = {
-        **notebook_settings(point.config),
+        "settings": notebook_settings(point.config),
         "input_dir": path_str(job.spec.input_dir), "golden": path_str(job.spec.golden),
         "beir": path_str(job.spec.beir), "split": job.spec.split, "max_queries": job.spec.max_queries,
         "store": str(job.store_dir), "tracking_uri": tracker.uri, "experiment": job.experiment,
@@ -93,8 +94,14 @@ def run_point(point: SweepPoint, point_hash: str, job: PointJob, kernel: WarmKer
 
 
 def notebook_settings(config: RagConfig) -> dict[str, Any]:
-    """Every setting as a papermill parameter (plain values; tuples as lists)."""
-    return {key: list(value) if isinstance(value, tuple) else value for key, value in config.as_dict().items()}
+    """The notebook's ``settings`` parameter for `config`: every setting that differs from its declared
+    default, and every one an environment variable could change in the kernel (plain values; tuples as
+    lists). The kernel starts from the same declarations, so this is the point's config exactly, and a
+    setting nobody changed never reaches a kernel that may not know it (a component registered in the
+    sweep's own process only)."""
+    return {setting.name: list(value) if isinstance(value, tuple) else value
+            for setting, value in ((setting, getattr(config, setting.name)) for setting in SETTINGS)
+            if value != setting.default or setting.env}
 
 
 def read_recorded_result(notebook: str | Path) -> dict[str, Any]:

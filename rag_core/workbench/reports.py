@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Sequence
 
 from rag_core.evaluate.metrics import metric_names
 from rag_core.evaluate.relevance import LEVELS
-from rag_core.retrieve.pipeline import STAGES
+from rag_core.retrieve.pipeline import shown_stages
+from rag_core.retrieve.retrievers import retriever_choices
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
@@ -51,13 +52,14 @@ def format_answer(result: "QueryResult") -> str:
 
 def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> str:
     """A table: each final passage's rank and score at every stage it went through."""
-    header = f"{'#':>2}  {'passage':<40}" + "".join(f"{stage:>16}" for stage in STAGES)
+    stages = shown_stages(result.retrieval)
+    header = f"{'#':>2}  {'passage':<40}" + "".join(f"{stage:>16}" for stage in stages)
     rows = [header, "-" * len(header)]
     for position, hit in enumerate(result.retrieval.hits, start=1):
         label = f"{hit.chunk.doc_id} p{hit.chunk.page_start}" + (
             f"-{hit.chunk.page_end}" if hit.chunk.page_end != hit.chunk.page_start else "")
         cells = []
-        for stage in STAGES:
+        for stage in stages:
             score = hit.stages.get(stage)
             ran = stage in result.retrieval.stages
             cells.append(f"{f'#{score.rank} {score.score:.4g}' if score else ('-' if ran else 'off'):>16}")
@@ -79,10 +81,12 @@ def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> 
 def explain_retrieval_settings(retrieval: "Retrieval", config: "RagConfig | None") -> list[str]:
     """Lines on fusion, query expansion and parent-child chunks, when they differ from plain retrieval."""
     lines: list[str] = []
-    if config is not None and config.mode == "hybrid" and (config.fusion != "rrf" or config.fusion_weights):
-        weights = ",".join(f"{w:g}" for w in config.fusion_weights) or "equal"
+    fused = len(retrieval.retrievers) > 1
+    weights = [choice.weight for choice in retriever_choices(config)] if config is not None and fused else []
+    if config is not None and fused and (config.fusion != "rrf" or any(weight is not None for weight in weights)):
+        shown = ",".join(f"{w:g}" for w in weights if w is not None) or "equal"
         norm = "" if config.fusion == "rrf" else f", {config.fusion_norm} normalisation"
-        lines.append(f"fusion: {config.fusion}{norm}, weights (dense, bm25) {weights}")
+        lines.append(f"fusion: {config.fusion}{norm}, weights ({', '.join(retrieval.retrievers)}) {shown}")
     expansion = retrieval.expansion
     if expansion.get("method") == "rm3":
         terms = ", ".join(f"{term} {weight:.3f}" for term, weight in expansion.get("terms", {}).items())

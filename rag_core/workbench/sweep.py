@@ -125,7 +125,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
         line = _unavailable_line(unavailable)
         echo(line)
         tracker.client.set_tag(parent_id, UNAVAILABLE_TAG, line[:5000])
-    distinct = len({point.build_key[:3] for point in points})
+    distinct = len({point.chunking_key for point in points})
     echo(f"Sweep {spec.name!r}: {len(points)} points ({distinct} distinct chunkings), "
          f"{len(points) - len(todo) - len(unavailable)} already finished, {len(todo)} to run with {workers} "
          f"{'Ray ' if executor == 'ray' else ''}worker(s){' (resuming run ' + parent_id + ')' if resumed else ''}; "

@@ -8,6 +8,8 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
     max_queries: 10                       # optional: the first N queries only
     experiment: my experiment             # optional: default "<corpus> | <golden set>"
     primary_metric: page/ndcg@10          # optional: ranks the comparison table (best first)
+    plugins: [my_retriever.py]            # optional: modules or .py files (relative to the file) registering
+                                          # components, imported before the settings are checked
     base: {mode: hybrid}                  # settings of every point
     grid: {chunk_size: [256, 512], k: [5, 10]}   # the cartesian product is run
     points:                               # optional: listed points (each crossed with the grid, if any)
@@ -36,14 +38,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from rag_core.config import ConfigError, RagConfig, load_config, read_yaml_mapping, read_yaml_settings, setting_names
+from rag_core.components import load_plugins
+from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
+                             setting_names)
 from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC, metric_names
 from rag_core.evaluate.relevance import LEVELS
+from rag_core.ingest.chunking import chunker_key
+from rag_core.retrieve.rerank import RERANKERS
+from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
 from rag_core.workbench.holdout import check_holdout
 from rag_core.workbench.selection import check_select
 
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
-              "primary_metric", "base", "grid", "points",
+              "primary_metric", "plugins", "base", "grid", "points",
               "holdout", "holdout_seed", "select")
 
 
@@ -64,13 +71,20 @@ class SweepPoint:
         return f"{self.number:02d}-{safe}"[:120]
 
     @property
-    def build_key(self) -> tuple:
-        """What the store builds for this point: chunking, dense model and vector store, BM25 settings."""
+    def chunking_key(self) -> tuple:
+        """The chunking: chunk_size, overlap, per_page, and a chunker other than the built-in with its settings."""
         cfg = self.config
-        dense = (cfg.embed_model, cfg.embed_backend, cfg.vector_store) if cfg.mode in ("dense", "hybrid") else None
-        bm25 = (cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b) if cfg.mode in ("bm25", "hybrid") else None
+        extra = {key: value for key, value in chunker_key(cfg).items() if key not in ("chunk_size", "overlap", "per_page")}
+        return (cfg.chunk_size, cfg.overlap, cfg.per_page, *sorted((key, str(value)) for key, value in extra.items()))
+
+    @property
+    def build_key(self) -> tuple:
+        """What the store builds for this point: the chunking, and each retriever of mode with the
+        settings that change its index (its registry's ``key``)."""
+        cfg = self.config
+        retrievers = tuple(RETRIEVERS.get(choice.name).key(cfg) for choice in retriever_choices(cfg))
         ingest = (cfg.extract_tables, cfg.metadata_pattern, cfg.chunk_context, cfg.child_size)  # change what is indexed
-        return (cfg.chunk_size, cfg.overlap, cfg.per_page, dense, bm25, ingest)
+        return (self.chunking_key, retrievers, ingest)
 
     @property
     def candidates_key(self) -> tuple:
@@ -83,8 +97,7 @@ class SweepPoint:
     def rerank_key(self) -> tuple | None:
         """Points with the same key score the same cross-encoder pairs: never run two at once."""
         cfg = self.config
-        return ((cfg.chunk_size, cfg.overlap, cfg.per_page, cfg.rerank_model, cfg.rerank_backend)
-                if cfg.rerank_depth > 0 else None)
+        return (self.chunking_key, RERANKERS.get(cfg.reranker).key(cfg)) if cfg.rerank_depth > 0 else None
 
 
 @dataclass(frozen=True)
@@ -128,7 +141,7 @@ class SweepSpec:
         if not points:
             raise ConfigError(f"{self.path}: no valid point in the grid ({skipped[0] if skipped else 'empty'})")
         # stable: grid order within a chunking, and points sharing candidates next to each other
-        points.sort(key=lambda point: point.build_key[:3] + (str(point.candidates_key[3:]),))
+        points.sort(key=lambda point: point.chunking_key[:3] + (str(point.chunking_key[3:]), str(point.candidates_key[1:])))
         return points, skipped
 
     def points(self) -> tuple[list[SweepPoint], list[str]]:
@@ -159,6 +172,11 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     unknown = [key for key in data if key not in SWEEP_KEYS]
     if unknown:
         raise ConfigError(f"unknown key {unknown[0]!r} in {path}; sweep files take {', '.join(SWEEP_KEYS)}")
+    plugins = list(file_plugins(data.get("plugins"), path))  # imported now: their settings are checked below
+    if isinstance(data.get("base"), dict) and data["base"].get("plugins"):
+        data["base"] = {**data["base"], "plugins": list(file_plugins(data["base"]["plugins"], path))}
+        plugins += data["base"]["plugins"]
+    load_plugins(plugins)
     listed = data.get("points") or []
     if not isinstance(listed, list):
         raise ConfigError(f"{path}: 'points' must be a list of mappings of setting: value")
@@ -175,6 +193,10 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     base = read_yaml_settings(config_file) if config_file else {}
     base.update(data.get("base") or {})
     base.update({key: value for key, value in (overrides or {}).items() if value is not None})
+    given = base.get("plugins") or ()
+    plugins = list(dict.fromkeys([*(given.split(",") if isinstance(given, str) else given), *plugins]))
+    if plugins:  # every point's config names them: notebooks import them, runs record them
+        base["plugins"] = plugins
     grid: dict[str, tuple] = {}
     for key, values in (data.get("grid") or {}).items():
         if not isinstance(values, list) or not values:

@@ -75,7 +75,7 @@ def log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points
         "sweep/points_finished": float(len({run.data.tags.get(POINT_HASH_TAG) for run in children
                                             if run.info.status == RunStatus.FINISHED})),
         "sweep/points_failed": float(sum(run.info.status == RunStatus.FAILED for run in children)),
-        "sweep/distinct_chunkings": float(len({point.build_key[:3] for point in points})),
+        "sweep/distinct_chunkings": float(len({point.chunking_key for point in points})),
         "sweep/chunkings_built": total("index/chunkings_built") + prebuilt("chunkings_built"),
         "sweep/dense_indexes_built": sum(float(m.get("index/embedded", 0) + m.get("index/embed_cache_hits", 0) > 0)
                                          for m in done) + prebuilt("dense_indexes_built"),

@@ -10,9 +10,9 @@ MLflow's span-by-span exporter cost about 100 ms a trace on a SQLite store, this
 One trace (span name, MLflow span type):
     query (CHAIN)            inputs: question and query id; outputs: outcome, top sources, answer;
                              attributes: the query's row (first relevant rank per stage, metrics)
-      dense (RETRIEVER)      the stage's ranked list as documents (dense or hybrid mode)
-      bm25 (RETRIEVER)       (bm25 or hybrid mode)
-      fusion (RETRIEVER)     the Reciprocal Rank Fusion list (hybrid mode)
+      dense (RETRIEVER)      a span per retriever of mode, named after it (dense, bm25, a plugin's):
+      bm25 (RETRIEVER)       its ranked list as documents
+      fusion (RETRIEVER)     the fused list (several retrievers)
       rerank (RERANKER)      the re-ranked head (when re-ranking ran)
       generate (LLM)         the answer, its model and token usage (only when answers were generated)
 A document has the fields of ``mlflow.entities.Document``: id = chunk id, page_content = the
@@ -44,10 +44,8 @@ if TYPE_CHECKING:
 PASSAGE_CHARS = 300  # passage text kept in a trace: enough to recognise it, small enough for thousands
 TRACES_PER_BATCH = 50
 QUERY_ID_TAG = "rag.query_id"
-# span name -> (stage in Retrieval.stages, latency_ms keys it took, MLflow span type)
+# after the retrievers' spans (one per retriever, named after it): span name -> (stage, latency_ms keys, MLflow span type)
 STAGE_SPANS = {
-    "dense": ("dense", ("embed_query", "vector_search"), "RETRIEVER"),
-    "bm25": ("bm25", ("bm25",), "RETRIEVER"),
     "fusion": ("fused", ("fusion",), "RETRIEVER"),
     "rerank": ("rerank", ("rerank",), "RERANKER"),
 }
@@ -104,7 +102,8 @@ def query_trace(row: Mapping[str, Any], retrieval: "Retrieval", started_ns: int,
     trace = TraceBuilder()
     root = secrets.randbits(64) or 1
     clock = started_ns
-    for name, (stage, latency_keys, span_type) in STAGE_SPANS.items():
+    spans = {name: (name, retrieval.stage_latency.get(name, (name,)), "RETRIEVER") for name in retrieval.retrievers}
+    for name, (stage, latency_keys, span_type) in {**spans, **STAGE_SPANS}.items():
         if stage not in retrieval.stages or (stage == "fused" and "fusion" not in retrieval.latency_ms):
             continue  # outside hybrid mode "fused" is the single retriever's list
         ms = {key: retrieval.latency_ms[key] for key in latency_keys if key in retrieval.latency_ms}

@@ -12,8 +12,10 @@ import sys
 from contextlib import contextmanager
 from typing import Iterator
 
+from rag_core.errors import RunFailure
 
-class VectorStoreError(Exception):
+
+class VectorStoreError(RunFailure):
     """A vector store server cannot be reached, does not answer in time or failed (exit code 1)."""
 
 

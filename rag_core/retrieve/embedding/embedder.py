@@ -8,15 +8,15 @@ soon as it is computed: an ingest killed at 90% resumes from there. Texts are em
 ``count_truncated`` reports how many texts are longer than the model's maximum sequence length
 (their tails are not embedded).
 
-Backends (``embed_backend``): ``torch`` (sentence-transformers; on a GPU in half precision, see
-``models.half_precision``), ``onnx`` and ``onnx-int8`` (ONNX Runtime, ``rag_core.retrieve.onnx_embed``,
-exported into the store's ``onnx/`` folder on first use). Vectors differ slightly per backend, so each
-backend has its own cache entries and collection (``cache_name``). Left out: several devices at once.
+Backends (``embed_backend``, the registry ``rag_core.retrieve.embedding.EMBED_BACKENDS``): ``torch``
+(``TorchEncoder``: sentence-transformers; on a GPU in half precision, see ``models.half_precision``),
+``onnx`` and ``onnx-int8`` (ONNX Runtime, ``rag_core.retrieve.embedding.onnx``, exported into the
+store's ``onnx/`` folder on first use). Vectors differ slightly per backend, so each backend has its
+own cache entries and collection (``cache_name``). Left out: several devices at once.
 """
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,9 +24,10 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from rag_core.retrieve.cache import ScoreCache, text_sha1
-from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder
 from rag_core.progress import progress
+from rag_core.retrieve.cache import ScoreCache, text_sha1
+from rag_core.retrieve.embedding import EMBED_BACKENDS
+from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class Embedder:
         self.fallback = fallback
         self.progress = progress
         self._loaded: LoadedModel | None = None
+        self._encoder: Any = None
 
     @property
     def loaded(self) -> LoadedModel:
@@ -97,13 +99,10 @@ class Embedder:
 
     def _encode(self, texts: list[str], kind: str) -> np.ndarray:
         """Unit vectors of `texts` (kind "query" or "document"), float32, on the configured backend."""
-        if self.backend == "torch":
-            encode = self.loaded.model.encode_query if kind == "query" else self.loaded.model.encode_document
-            return encode(texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False,
-                          convert_to_numpy=True).astype(np.float32)
-        if self.export_dir is None:
-            raise ValueError(f"embed_backend {self.backend!r} needs a folder for its export (export_dir)")
-        return _onnx_embedder(self.loaded, self.backend, self.export_dir).encode(texts, kind, self.batch_size)
+        if self._encoder is None:
+            backend = EMBED_BACKENDS.get(self.backend)
+            self._encoder = backend.load()(self.loaded, self.export_dir, **backend.options)
+        return self._encoder.encode(texts, kind, self.batch_size)
 
     def count_truncated(self, texts: Sequence[str]) -> int:
         """How many texts have more tokens (special tokens included) than the model reads."""
@@ -116,10 +115,13 @@ class Embedder:
         return truncated
 
 
-@functools.lru_cache(maxsize=4)
-def _onnx_embedder(loaded: LoadedModel, backend: str, export_dir: Path) -> Any:
-    """The ONNX Runtime session of a loaded model for `backend`, exported on first use (per process)."""
-    from rag_core.retrieve.onnx_embed import OnnxEmbedder
-    from rag_core.retrieve.onnx_export import quantize_for
+class TorchEncoder:
+    """The ``torch`` backend: sentence-transformers' own ``encode_query`` / ``encode_document``."""
 
-    return OnnxEmbedder.load(loaded.model, export_dir, quantize=quantize_for(backend))
+    def __init__(self, loaded: LoadedModel, export_dir: Path | None = None) -> None:
+        self.model = loaded.model
+
+    def encode(self, texts: Sequence[str], kind: str, batch_size: int) -> np.ndarray:
+        encode = self.model.encode_query if kind == "query" else self.model.encode_document
+        return encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
+                      convert_to_numpy=True).astype(np.float32)

@@ -1,5 +1,6 @@
 """The embedding model on ONNX Runtime: a loaded sentence-transformers model exported whole by
-``rag_core.retrieve.onnx_export`` (fp32 or int8), cached in the store.
+``rag_core.retrieve.onnx_export`` (fp32 or int8), cached in the store: the ``onnx`` and ``onnx-int8``
+embedding backends (``open_encoder``).
 
 The exported graph is the model's own module chain (``Transformer``, then whatever its modules config
 adds: ``Pooling`` with its configured mode, ``Normalize``), so pooling and normalisation are the
@@ -15,6 +16,7 @@ Left out: GPU execution providers, models whose modules are not text-only (image
 from __future__ import annotations
 
 import copy
+import functools
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -94,3 +96,12 @@ def model_prompts(model: Any) -> dict[str, str]:
     prompts = dict(getattr(model, "prompts", None) or {})
     default = prompts.get(getattr(model, "default_prompt_name", None) or "", "")
     return {kind: prompts.get(kind, default) for kind in ("query", "document")}
+
+
+@functools.lru_cache(maxsize=4)
+def open_encoder(loaded: Any, export_dir: Path | None, quantize: bool = False) -> OnnxEmbedder:
+    """The ``onnx`` / ``onnx-int8`` backends: the loaded model's export in `export_dir` (made on first
+    use), opened once per process."""
+    if export_dir is None:
+        raise ValueError(f"embed_backend {'onnx-int8' if quantize else 'onnx'!r} needs a folder for its export (export_dir)")
+    return OnnxEmbedder.load(loaded.model, export_dir, quantize=quantize)

@@ -10,13 +10,15 @@ Left out: TLS, authentication headers, tenants and databases other than Chroma's
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from rag_core.records import ScoredId
-from rag_core.retrieve.vector_errors import INCOMPLETE_HINT, server_calls
-from rag_core.retrieve.vectorstore import ChromaVectorStore, Where
+from rag_core.retrieve.vector_stores.base import Where
+from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
+from rag_core.retrieve.vector_stores.errors import INCOMPLETE_HINT, server_calls
 
 
 class ChromaServerStore(ChromaVectorStore):
@@ -36,6 +38,10 @@ class ChromaServerStore(ChromaVectorStore):
         if session is not None:
             session.timeout = httpx.Timeout(timeout_s)
         super().__init__(client=client)
+
+    @classmethod
+    def from_location(cls, location: Any, store_dir: Path, timeout_s: float) -> "ChromaServerStore":
+        return cls(location.host, location.port, timeout_s)
 
     def _calls(self, operation: str, hint: str | None = None):
         return server_calls(f"the Chroma server at {self.url}", operation, self.timeout_s, hint or self._hint)

@@ -8,7 +8,8 @@ goes into the user message between ``<question-NONCE>`` tags, NONCE random per r
 the question, so that the question cannot close its own delimiter. The call goes through the
 project's LLM client with its retries; ``LLMExpander`` fails at construction with ``MissingAPIKey``
 (exit 1 in the CLI) when no key is set. Each ``Expansion`` records the call's latency and tokens.
-RM3 (offline) is ``rag_core.retrieve.rm3``.
+RM3 (offline) is ``rag_core.retrieve.expansion.rm3``. ``MultiQuery`` and ``HyDE`` are the registered
+expansions (``rag_core.retrieve.expansion``).
 
 Left out: several hypothetical passages per query, caching expansions across processes.
 """
@@ -21,8 +22,12 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+import numpy as np
+
 from rag_core.config import RagConfig
-from rag_core.llm import LLMClient, complete_with_retries, new_nonce
+from rag_core.llm import LLMClient, MissingAPIKey, complete_with_retries, new_nonce
+from rag_core.retrieve.expansion.base import Expanded, QueryExpansion
+from rag_core.retrieve.retrievers import Query
 
 LLM_EXPANSIONS = ("multi_query", "hyde")
 TOKENS_PER_REPHRASING = 100  # multi_query's answer budget per rephrasing
@@ -91,3 +96,47 @@ class LLMExpander:
         passage = text if method == "hyde" and text else None
         return Expansion(method, queries, passage, completion.model, completion.input_tokens,
                          completion.output_tokens, latency_ms)
+
+
+class LLMExpansion(QueryExpansion):
+    """An expansion that asks the configured LLM (made on first use: ``MissingAPIKey`` without a key)."""
+
+    _expander: LLMExpander | None = None
+
+    @property
+    def expander(self) -> LLMExpander:
+        if self._expander is None:
+            try:
+                self._expander = LLMExpander(self.config)
+            except MissingAPIKey as exc:
+                raise MissingAPIKey(f"query_expansion {self.config.query_expansion} needs an LLM: {exc} "
+                                    "(or use query_expansion none or rm3, which work offline)") from None
+        return self._expander
+
+
+class MultiQuery(LLMExpansion):
+    """``multi_query``: the query, then each rephrasing (each embedded on its own when searched)."""
+
+    def expand(self, query: Query) -> Expanded:
+        expanded = self.expander.expand(query.text)
+        embed = self.embedder.embed_query if self.embedder is not None else None
+        return Expanded([query, *(Query(text, embed) for text in expanded.queries)],
+                        {"expansion": expanded.latency_ms}, expanded.as_info())
+
+
+class HyDE(LLMExpansion):
+    """``hyde``: the query, searched with the normalised mean of its embedding and the hypothetical
+    passage's (keyword retrievers still search its text)."""
+
+    def expand(self, query: Query) -> Expanded:
+        expanded = self.expander.expand(query.text)
+        latency = {"expansion": expanded.latency_ms}
+        if not expanded.passage:
+            return Expanded([query], latency, expanded.as_info())
+        started = time.perf_counter()
+        passage_vectors, _ = self.embedder.embed_documents([expanded.passage])
+        vector, _ = query.vector()
+        mean = vector + passage_vectors[0]
+        latency["embed_query"] = (time.perf_counter() - started) * 1000
+        searched = Query(query.text, vector=(mean / np.linalg.norm(mean)).astype(np.float32))
+        return Expanded([searched], latency, expanded.as_info())

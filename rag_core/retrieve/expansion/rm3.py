@@ -9,7 +9,8 @@ SIGIR 2001; RM3 as in Abdul-Jaleel et al., "UMass at TREC 2004", and Anserini's 
    tokens and ``λ = original_weight`` (``rm3_weight``).
 5. Search BM25 again with the weighted query: ``score(d) = sum_w P'(w) * bm25(w, d)``.
 
-``expansion_weights`` (steps 2-4) is a pure function of token lists, so it is tested by hand.
+``expansion_weights`` (steps 2-4) is a pure function of token lists, so it is tested by hand. ``RM3``
+is the ``rm3`` query expansion: it searches BM25 retrievers this way (others as usual).
 Left out: feedback from a different index than the one searched, term filtering beyond the tokenizer.
 """
 
@@ -23,6 +24,9 @@ import numpy as np
 
 from rag_core.records import ScoredId
 from rag_core.retrieve.bm25 import BM25Index
+from rag_core.retrieve.expansion.base import QueryExpansion
+from rag_core.retrieve.retrievers import Query, Ranked, Retriever
+from rag_core.retrieve.retrievers.bm25 import BM25Retriever
 
 
 @dataclass(frozen=True)
@@ -65,3 +69,17 @@ def rm3_search(index: BM25Index, text_of: Callable[[str], str], query: str, dept
     feedback = [(index.tokenize(text_of(hit.id)), hit.score) for hit in feedback_hits]
     weights = expansion_weights(query_tokens, feedback, fb_terms, original_weight)
     return RM3Result(index.retrieve_weighted(weights, depth, allowed), weights)
+
+
+class RM3(QueryExpansion):
+    """The ``rm3`` expansion: a BM25 retriever searches the RM3 query (``rm3_docs``, ``rm3_terms``,
+    ``rm3_weight``); its terms are what ``--explain`` shows."""
+
+    def search(self, retriever: Retriever, query: Query, depth: int,
+               allowed_doc_ids: Sequence[str] | None = None) -> Ranked:
+        if not isinstance(retriever, BM25Retriever):
+            return retriever.search(query, depth, allowed_doc_ids)
+        cfg = self.config
+        result = rm3_search(retriever.index, retriever.text_of, query.text, depth, cfg.rm3_docs, cfg.rm3_terms,
+                            cfg.rm3_weight, retriever.mask(allowed_doc_ids))
+        return Ranked(result.hits, info={"method": "rm3", "terms": result.weights})

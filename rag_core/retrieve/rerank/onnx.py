@@ -1,8 +1,8 @@
 """The cross-encoder on ONNX Runtime: a sentence-transformers ``CrossEncoder`` exported by
 ``rag_core.retrieve.onnx_export`` (fp32, or int8 with dynamic quantization), cached in the store.
 
-Backends by name (``quantize_for``): ``"onnx"`` (fp32) and ``"onnx-int8"``; ``"torch"`` stays with the
-caller. Scores are the same raw logits as ``CrossEncoder.predict`` with an Identity activation, shape
+The ``onnx`` (fp32) and ``onnx-int8`` re-rank backends (``open_scorer``; the registry is
+``rag_core.retrieve.rerank.RERANK_BACKENDS``). Scores are the same raw logits as ``CrossEncoder.predict`` with an Identity activation, shape
 ``(n,)``, from the same tokenizer, truncation (``longest_first``) and ``max_length``. fp32 agrees with
 torch to ~1e-7; int8 moves scores by a few 1e-3 (see ``onnx_export``), which swaps neighbours closer
 than that.
@@ -13,14 +13,16 @@ loaded once per process even when ONNX scores); see ``onnx_export`` for what the
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
+from rag_core.retrieve.models import RANDOM_HEAD_SEED, load_cross_encoder
 from rag_core.retrieve.onnx_export import (  # noqa: F401  (re-exported: the backend's public names)
-    INT8_RECIPE, MANIFEST_FILE, MODEL_FILE, QUANTIZE_BY_BACKEND, ExportSpec, OnnxExportError, import_onnxruntime,
-    load_or_export, open_session, quantize_for, tokenizer_inputs,
+    INT8_RECIPE, MANIFEST_FILE, MODEL_FILE, ExportSpec, OnnxExportError, import_onnxruntime, load_or_export,
+    open_session, tokenizer_inputs,
 )
 
 OUTPUT_NAME = "logits"
@@ -100,7 +102,14 @@ def _load_seeded_cross_encoder(path: Path) -> Any:
     import torch
     from sentence_transformers import CrossEncoder
 
-    from rag_core.retrieve.models import RANDOM_HEAD_SEED
-
     torch.manual_seed(RANDOM_HEAD_SEED)
     return CrossEncoder(str(path), num_labels=1, device="cpu", activation_fn=torch.nn.Identity())
+
+
+@functools.lru_cache(maxsize=4)
+def open_scorer(model_name: str, export_dir: Path | None, quantize: bool = False) -> OnnxCrossEncoder:
+    """The ``onnx`` / ``onnx-int8`` backends: `model_name`'s export in `export_dir` (made on first use),
+    opened once per process."""
+    if export_dir is None:
+        raise ValueError(f"rerank_backend {'onnx-int8' if quantize else 'onnx'!r} needs a folder for its export (export_dir)")
+    return OnnxCrossEncoder.load(load_cross_encoder(model_name).model, export_dir, quantize=quantize)

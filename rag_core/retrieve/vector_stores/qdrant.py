@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import uuid
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 from urllib.parse import urlsplit
 
 import numpy as np
 
 from rag_core.records import ScoredId
-from rag_core.retrieve.vector_errors import INCOMPLETE_HINT, VectorStoreError, server_calls
-from rag_core.retrieve.vectorstore import Where
+from rag_core.retrieve.vector_stores.base import Where
+from rag_core.retrieve.vector_stores.errors import INCOMPLETE_HINT, VectorStoreError, server_calls
 
 _UPSERT_BATCH = 256
 CHUNK_ID_KEY, TEXT_KEY = "chunk_id", "document"  # payload keys next to the chunk's metadata
@@ -57,6 +57,13 @@ class QdrantVectorStore:
                           f"qdrant/qdrant (or use --vector-store qdrant:PATH, the local mode).")
             self._client = QdrantClient(url=url, timeout=max(1, math.ceil(timeout_s)), check_compatibility=False)
         self._existing: set[str] = set()
+
+    @classmethod
+    def from_location(cls, location: Any, store_dir: Path, timeout_s: float) -> "QdrantVectorStore":
+        """``qdrant:PATH`` (local mode; a relative PATH is under the store) or ``qdrant+http://HOST:PORT``."""
+        if location.kind == "qdrant":
+            return cls(path=Path(store_dir) / location.path)
+        return cls(url=location.url, timeout_s=timeout_s)
 
     def _calls(self, operation: str, hint: str | None = None):
         return server_calls(self.server, operation, self.timeout_s, hint or self._hint)

@@ -1,4 +1,4 @@
-"""Rank fusion: merge the ranked lists of several retrievers into one, chosen by name (``method="rrf"``).
+"""Reciprocal Rank Fusion, the ``rrf`` fusion (the default).
 
 Reciprocal Rank Fusion (Cormack, Clarke & Büttcher, "Reciprocal Rank Fusion outperforms Condorcet
 and individual Rank Learning Methods", SIGIR 2009): ``score(d) = sum_i 1 / (k + rank_i(d))``, ranks
@@ -7,14 +7,14 @@ scales (cosine similarity, BM25) need no normalisation.
 
 With ``weights``, list i contributes ``w_i / (k + rank_i(d))`` (weighted RRF). Score-based methods
 (CombSUM, CombMNZ, weighted sum after min-max or z-score normalisation, ...) are ranx's:
-``rag_core.retrieve.fusion_ranx``, imported only when one is configured (ranx starts numba: seconds).
+``rag_core.retrieve.fusion.ranx``, imported only when one is configured (ranx starts numba: seconds).
 Left out: anything ranx already implements.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from rag_core.records import ScoredId
 
@@ -45,12 +45,11 @@ def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[str]], k: int = 60,
     return fused
 
 
-# name -> fusion function taking (ranked_lists, **settings)
-FUSION_METHODS: dict[str, Callable[..., list[ScoredId]]] = {"rrf": reciprocal_rank_fusion}
+class RRF:
+    """The ``rrf`` fusion: ``rrf_k``, and the retrievers' weights when given (weighted RRF)."""
 
+    def __init__(self, name: str, config: Any) -> None:
+        self.k = config.rrf_k
 
-def fuse(ranked_lists: Sequence[Sequence[str]], method: str = "rrf", **settings: Any) -> list[ScoredId]:
-    """Fuse with the method registered under ``method`` (``ValueError`` listing valid names otherwise)."""
-    if method not in FUSION_METHODS:
-        raise ValueError(f"unknown fusion method {method!r}; valid methods: {', '.join(FUSION_METHODS)}")
-    return FUSION_METHODS[method](ranked_lists, **settings)
+    def fuse(self, ranked: Sequence[Sequence[ScoredId]], weights: Sequence[float] | None = None) -> list[ScoredId]:
+        return reciprocal_rank_fusion([[hit.id for hit in hits] for hits in ranked], k=self.k, weights=weights or None)

@@ -1,4 +1,5 @@
-"""Cross-encoder re-ranking: score (query, passage) pairs with a sentence-transformers ``CrossEncoder``.
+"""Cross-encoder re-ranking (the ``cross_encoder`` re-ranker): score (query, passage) pairs with a
+sentence-transformers ``CrossEncoder``, on the ``rerank_backend`` runtime.
 
 Scores are raw logits (no sigmoid), cached on disk per (model, query, passage text), because a
 MiniLM cross-encoder scores only a few dozen pairs per second on a small CPU. The cache keeps what
@@ -14,7 +15,6 @@ Left out: listwise re-rankers and LLM re-ranking.
 
 from __future__ import annotations
 
-import functools
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any, Sequence
 
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.models import LoadedModel, ModelLoadError, load_cross_encoder
+from rag_core.retrieve.rerank import RERANK_BACKENDS
 
 
 _UNAVAILABLE: dict[str, ModelLoadError] = {}  # model name -> why it cannot be loaded, in this process
@@ -45,6 +46,11 @@ class Reranker:
         self.backend = backend
         self.export_dir = export_dir  # where ONNX exports are cached (the store's onnx/ folder)
         self._loaded: LoadedModel | None = None
+        self._scorer: Any = None
+
+    @classmethod
+    def from_config(cls, config: Any, cache: ScoreCache | None, store_dir: Path) -> "Reranker":
+        return cls(config.rerank_model, cache, backend=config.rerank_backend, export_dir=Path(store_dir) / "onnx")
 
     @property
     def loaded(self) -> LoadedModel:
@@ -73,11 +79,10 @@ class Reranker:
         return self.name_used if self.backend == "torch" else f"{self.name_used} [{self.backend}]"
 
     def _predict(self, pairs: list[tuple[str, str]]) -> Any:
-        if self.backend == "torch":
-            return self.loaded.model.predict(pairs, batch_size=self.batch_size, show_progress_bar=False)
-        if self.export_dir is None:
-            raise ValueError(f"rerank_backend {self.backend!r} needs a folder for its export (export_dir)")
-        return _onnx_model(self.model_name, self.backend, self.export_dir).predict(pairs, batch_size=self.batch_size)
+        if self._scorer is None:
+            backend = RERANK_BACKENDS.get(self.backend)
+            self._scorer = backend.load()(self.model_name, self.export_dir, **backend.options)
+        return self._scorer.predict(pairs, batch_size=self.batch_size)
 
     def score(self, query: str, texts: Sequence[str]) -> RerankScores:
         # text_sha1 -> (score, model seconds)
@@ -103,9 +108,11 @@ class Reranker:
         )
 
 
-@functools.lru_cache(maxsize=4)
-def _onnx_model(model_name: str, backend: str, export_dir: Path) -> Any:
-    """The ONNX Runtime session of `model_name` for `backend`, exported on first use (per process)."""
-    from rag_core.retrieve.onnx_backend import OnnxCrossEncoder, quantize_for
+class TorchScorer:
+    """The ``torch`` backend: the loaded ``CrossEncoder``'s own ``predict``."""
 
-    return OnnxCrossEncoder.load(load_cross_encoder(model_name).model, export_dir, quantize=quantize_for(backend))
+    def __init__(self, model_name: str, export_dir: Path | None = None) -> None:
+        self.model = load_cross_encoder(model_name).model
+
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 16) -> Any:
+        return self.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=False)

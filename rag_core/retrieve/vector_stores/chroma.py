@@ -1,41 +1,22 @@
-"""Vector store: named collections of normalised embeddings, searched by cosine similarity.
+"""ChromaDB embedded on disk, the default vector store (``vector_store: chroma``): a ``PersistentClient``
+under ``<store>/chroma``, one collection per (corpus, chunking, model), cosine distance.
 
-``VectorStore`` is the small interface the pipeline uses, so a server (Chroma in client/server mode,
-Qdrant: ``rag_core.retrieve.vector_backends`` picks one from the ``vector_store`` setting) can
-replace the embedded default; ``ChromaVectorStore`` is that default, a ChromaDB ``PersistentClient``
-on disk. Writes are upserts by chunk id, so writing the same chunks twice adds nothing, and
-``missing`` tells which chunks an interrupted write did not store. ``search``
-takes an optional ``where``: metadata every hit must match, applied by the store before ranking;
-each key holds one value (equality) or a list (any of them), and all keys must match.
-
-Servers that fail raise ``rag_core.retrieve.vector_errors.VectorStoreError``.
+Same contract as every store (``rag_core.retrieve.vector_stores.base.VectorStore``); servers that
+fail raise ``rag_core.retrieve.vector_stores.errors.VectorStoreError`` (``chroma_server``).
 Left out: deletion of single items.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from rag_core.records import ScoredId
+from rag_core.retrieve.vector_stores.base import Where
 
 _UPSERT_BATCH = 1000
-# metadata key -> the value it must have, or the values it may have
-Where = Mapping[str, "str | int | Sequence[str | int]"]
-
-
-class VectorStore(Protocol):
-    def count(self, collection: str) -> int: ...
-
-    def upsert(self, collection: str, ids: Sequence[str], vectors: np.ndarray,
-               metadatas: Sequence[Mapping[str, str | int]], texts: Sequence[str]) -> None: ...
-
-    def search(self, collection: str, vector: np.ndarray, k: int,
-               where: Where | None = None) -> list[ScoredId]: ...
-
-    def missing(self, collection: str, ids: Sequence[str]) -> list[str]: ...  # of `ids`, those not stored, in order
 
 
 class ChromaVectorStore:
@@ -50,6 +31,10 @@ class ChromaVectorStore:
         self.path = Path(path) if path is not None else None
         self._client = client
         self._collections: dict = {}
+
+    @classmethod
+    def from_location(cls, location: Any, store_dir: Path, timeout_s: float) -> "ChromaVectorStore":
+        return cls(Path(store_dir) / "chroma")
 
     def _collection(self, name: str):
         if name not in self._collections:

@@ -4,8 +4,8 @@ weighted MNZ (``wmnz``), Borda, Condorcet, ISR, RBC, ... after a score normalisa
 ``zmuv`` = z-score, ``max``, ``sum``, ``rank``, ``borda``; ``none`` keeps raw scores).
 
 Nothing is re-implemented here: the lists become one-query ``ranx.Run`` objects and ranx fuses them.
-ranx compiles numba code when first imported (3-6 s per process), so this module is imported only
-when ``fusion`` is not ``rrf`` (plain and weighted RRF stay in ``rag_core.retrieve.fusion``).
+ranx compiles numba code when first imported (3-6 s per process), so ranx is imported only when a
+fusion other than ``rrf`` runs (plain and weighted RRF are ``rag_core.retrieve.fusion.rrf``).
 ``learn_weights`` wraps ``ranx.optimize_fusion`` for ``rag-pipeline tune-fusion``.
 
 Left out: ranx's supervised methods (probfuse, segfuse, slidefuse, bayesfuse, mapfuse, posfuse),
@@ -18,11 +18,10 @@ import logging
 import warnings
 from typing import Any, Mapping, Sequence
 
-from rag_core.config import WEIGHTED_FUSIONS
 from rag_core.records import Run, ScoredId
+from rag_core.retrieve.fusion import FUSIONS, RANX_METHODS
 
-WEIGHTED_METHODS = tuple(name for name in WEIGHTED_FUSIONS if name != "rrf")  # ranx methods taking `weights`
-TUNABLE_METHODS = (*WEIGHTED_METHODS, "rrf", "gmnz", "logn_isr", "rbc")  # ranx.optimize_fusion learns a parameter
+WEIGHTED_METHODS = tuple(name for name in RANX_METHODS if FUSIONS.get(name).options["weighted"])  # take `weights`
 _QUERY = "q"
 
 
@@ -83,3 +82,14 @@ def learn_weights(qrels: Mapping[str, Mapping[str, int]], runs: Sequence[Run], m
     extra = {"step": step} if method in WEIGHTED_METHODS else {}
     return ranx.optimize_fusion(ranx_qrels, ranx_runs, norm=_norm(norm), method=method, metric=metric,
                                 show_progress=False, **extra)
+
+
+class RanxFusion:
+    """A ``ranx.fuse`` method (the fusion's registered name) after ``fusion_norm``, with the
+    retrievers' weights for the weighted methods (equal when none are given)."""
+
+    def __init__(self, name: str, config: Any) -> None:
+        self.method, self.norm = name, config.fusion_norm
+
+    def fuse(self, ranked: Sequence[Sequence[ScoredId]], weights: Sequence[float] | None = None) -> list[ScoredId]:
+        return ranx_fusion(ranked, self.method, self.norm, tuple(weights or ()))

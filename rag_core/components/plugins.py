@@ -1,0 +1,80 @@
+"""Plugins: modules of the researcher's own that register components, imported before any setting
+is checked (their settings must be known by then).
+
+A plugin is named in the ``plugins`` setting (``plugins: [...]`` in a config or sweep file, the
+``--plugins`` flag, a notebook's ``plugins`` parameter) in one of two forms:
+
+- a module name (``my_package.retrievers``), imported from ``sys.path`` like any module;
+- a Python file (``my_retriever.py``, ``plugins/chunkers.py``: anything ending in ``.py`` or
+  holding a ``/``), relative to the file that lists it (the config or sweep file; the working
+  directory for a flag or a notebook parameter). So a sweep file next to its plugin files works
+  without installing anything. Files are resolved to absolute paths when read, which is what runs
+  record and what a sweep hands to its notebooks.
+
+Installed packages register through the ``rag_core.components`` entry-point group instead
+(``rag_core.components.registry.load_entry_points``). A module is imported once per process.
+Left out: reloading a plugin that changed while the process runs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from rag_core.components.registry import loading
+from rag_core.components.settings import ConfigError
+
+
+def is_plugin_file(entry: str) -> bool:
+    return entry.endswith(".py") or "/" in entry
+
+
+def resolve_plugins(entries: Iterable[str], base_dir: str | Path | None) -> tuple[str, ...]:
+    """`entries` with each plugin file made absolute against `base_dir` (module names unchanged)."""
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    return tuple(str((base / entry).resolve()) if is_plugin_file(entry) else entry for entry in map(str, entries))
+
+
+def load_plugins(entries: Sequence[str], base_dir: str | Path | None = None) -> None:
+    """Import each plugin (module name or file, see the module docstring), so that it registers its
+    components; ``ConfigError`` naming the plugin when one cannot be imported."""
+    for entry in resolve_plugins(entries, base_dir):
+        if is_plugin_file(entry):
+            _import_file(Path(entry))
+        elif entry not in sys.modules:
+            with loading(f"module {entry}"):
+                try:
+                    importlib.import_module(entry)
+                except ModuleNotFoundError as exc:
+                    if exc.name and entry.startswith(exc.name):
+                        raise ConfigError(f"plugin {entry!r}: no module named {exc.name!r} (a module name is imported "
+                                          f"from sys.path; give a file as path/to/file.py)") from None
+                    raise ConfigError(f"plugin {entry!r} failed to import: {type(exc).__name__}: {exc}") from exc
+                except ConfigError:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a broken plugin is named, whatever it raised
+                    raise ConfigError(f"plugin {entry!r} failed to import: {type(exc).__name__}: {exc}") from exc
+
+
+def _import_file(path: Path) -> None:
+    if not path.is_file():
+        raise ConfigError(f"plugin file not found: {path}")
+    name = f"rag_plugin_{path.stem}_{hashlib.sha1(str(path).encode()).hexdigest()[:8]}"
+    if name in sys.modules:
+        return
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # before running it: dataclasses and pickling look their module up
+    with loading(f"module {path.name} ({path})"):
+        try:
+            spec.loader.exec_module(module)
+        except ConfigError:
+            del sys.modules[name]
+            raise
+        except Exception as exc:  # noqa: BLE001 - a broken plugin is named, whatever it raised
+            del sys.modules[name]
+            raise ConfigError(f"plugin {path} failed to import: {type(exc).__name__}: {exc}") from exc

@@ -1,0 +1,185 @@
+"""The first stage, from a query to its candidates: document routing, query expansion, each
+configured retriever, and the fusion of their lists; with ``child_size``, children collapsed to their
+parents. It knows retrievers, expansions and fusions only by their contracts
+(``rag_core.retrieve.retrievers``, ``.expansion``, ``.fusion``), so a new one needs no edit here.
+
+Order for one query: a metadata filter (``where``) gives the allowed documents; routing
+(``route_docs``) narrows them to the best documents, ranked with the query's embedding when a
+retriever embeds queries (computed once, ``Query.vector``, and reused by that retriever); the
+expansion gives the texts to retrieve; every retriever searches each text within the allowed
+documents (through the expansion's ``search``: RM3 re-queries BM25); with several texts each stage's
+lists are fused across them with RRF (``multi_query``); with several retrievers their lists are fused
+by ``fusion`` into the ``fused`` stage (with one, ``fused`` is its list).
+
+Candidates depend on the index, the retrievers and their settings, the depths, the fusion, the
+expansion, the routing, the filter and the query, not on ``k`` or re-ranking, so they are kept per
+process (``CandidatesCache``) and reused: sweep points that differ only in ``k`` or ``rerank_depth``
+retrieve nothing again. Reused candidates report the latency measured when they were computed, so
+latency does not depend on the order points ran in.
+Left out: retrievers run in parallel threads.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from rag_core.ingest.corpus import Corpus
+from rag_core.records import ScoredId
+from rag_core.retrieve.expansion import make_expansion
+from rag_core.retrieve.filters import matching_documents, normalise
+from rag_core.retrieve.fusion import FUSIONS, make_fusion, reciprocal_rank_fusion
+from rag_core.retrieve.index import Index
+from rag_core.retrieve.parent_child import collapse_to_parents
+from rag_core.retrieve.retrievers import Query, retriever_choices, uses_embedder
+from rag_core.retrieve.routing import Router
+
+MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB each)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    ranked: dict[str, list[ScoredId]]  # each retriever's name | "fused" (| "child") -> best first
+    latency_ms: dict[str, float]  # route | expansion | embed_query | vector_search | <retriever> | fusion, as measured
+    expansion: dict[str, Any] = field(default_factory=dict)  # what query expansion added (terms, queries, tokens)
+    routed: list[ScoredId] = field(default_factory=list)  # documents routing chose, best first (route_docs)
+    retrievers: tuple[str, ...] = ()  # the retrievers' stages, in mode order
+    stage_latency: dict[str, tuple[str, ...]] = field(default_factory=dict)  # retriever -> the latency keys it took
+
+
+class FirstStage:
+    """Routing, expansion, retrievers and fusion for one config over one index."""
+
+    def __init__(self, config: Any, index: Index) -> None:
+        self.config = config
+        self.index = index
+        self.choices = retriever_choices(config)  # the retrievers and their weights, in mode order
+        self.weights = [c.weight for c in self.choices] if any(c.weight is not None for c in self.choices) else None
+        self.embeds = uses_embedder(config)
+
+    @property
+    def corpus(self) -> Corpus:
+        return self.index.corpus
+
+    @functools.cached_property
+    def retrievers(self) -> list[Any]:
+        return [self.index.retriever(choice.name) for choice in self.choices]
+
+    @functools.cached_property
+    def fusion(self) -> Any:
+        return make_fusion(self.config) if len(self.choices) > 1 else None
+
+    @functools.cached_property
+    def expansion(self) -> Any:
+        return make_expansion(self.config, self.index.embedder if self.embeds else None)
+
+    @functools.cached_property
+    def router(self) -> Router:
+        """Document routing over one card per document (``route_docs`` > 0), built once."""
+        cfg = self.config
+        return Router(self.corpus, cfg.tokenizer, self.index.embedder if self.embeds else None, cfg.rrf_k)
+
+    @functools.cached_property
+    def settings_key(self) -> tuple:
+        """What the candidates of every query depend on besides the query and the filter (once per pipeline)."""
+        cfg, chunks = self.config, self.index.chunk_set
+        retrievers = tuple((r.name, r.cache_key(chunks), choice.weight) for r, choice in zip(self.retrievers, self.choices))
+        fusion = (FUSIONS.get(cfg.fusion).key(cfg), cfg.fusion_norm, cfg.fusion_weights) if self.fusion else None
+        routing = (cfg.route_docs, cfg.route_when, cfg.tokenizer, self.embeds) if cfg.route_docs else None
+        return (self.index.chunking_key, retrievers, fusion, cfg.retrieve_depth, cfg.rrf_k, self.expansion.cache_key(),
+                self.index.context_key, routing)
+
+    def key(self, query: str, where: Mapping[str, Any] | None) -> tuple:
+        """Everything the candidates of `query` depend on (the candidates cache's key)."""
+        return (*self.settings_key, query, normalise(where))
+
+    def retrieve(self, text: str, where: Mapping[str, Any] | None = None) -> Candidates:
+        cfg = self.config
+        latency: dict[str, float] = {}
+        info: dict[str, Any] = {}
+        doc_ids = matching_documents(self.corpus, where)  # None: every document
+        query = Query(text, self.index.embedder.embed_query if self.embeds else None)
+        routed: list[ScoredId] = []
+        if cfg.route_docs:
+            router = self.router  # built once per pipeline, not part of a query's latency
+            vector = None
+            if router.embedder is not None:
+                vector, latency["embed_query"] = query.vector()  # reused by the retrievers that embed
+            started = time.perf_counter()
+            routed = router.route(text, cfg.route_docs, doc_ids, vector, cfg.route_when == "named")
+            if routed:  # none: the question names no document (route_when named), so every one is searched
+                doc_ids = [item.id for item in routed]
+            latency["route"] = (time.perf_counter() - started) * 1000
+        expanded = self.expansion.expand(query)
+        _add(latency, expanded.latency_ms)
+        info.update(expanded.info)
+        depth = cfg.retrieve_depth
+        if cfg.child_size:  # enough children to fill retrieve_depth parents
+            depth *= max(1, -(-cfg.chunk_size // cfg.child_size))
+        stage_latency: dict[str, tuple[str, ...]] = {}
+        searches = [self._search(searched, depth, doc_ids, latency, info, stage_latency) for searched in expanded.queries]
+        ranked = searches[0] if len(searches) == 1 else {
+            stage: reciprocal_rank_fusion([[hit.id for hit in found[stage]] for found in searches], k=cfg.rrf_k)
+            for stage in searches[0]
+        }
+        if cfg.child_size:
+            parent_of = self.index.parent_of
+            ranked = {"child": ranked["fused"], **{
+                stage: collapse_to_parents(found, parent_of, None if stage == "fused" and self.fusion else cfg.retrieve_depth)
+                for stage, found in ranked.items()}}
+        return Candidates(ranked, latency, info, routed, tuple(choice.name for choice in self.choices), stage_latency)
+
+    def _search(self, query: Query, depth: int, doc_ids: Sequence[str] | None, latency: dict[str, float],
+                info: dict[str, Any], stage_latency: dict[str, tuple[str, ...]]) -> dict[str, list[ScoredId]]:
+        """One query text through every retriever (only `doc_ids`' chunks when given) and the fusion;
+        latencies add up into `latency`."""
+        ranked: dict[str, list[ScoredId]] = {}
+        for retriever in self.retrievers:
+            started = time.perf_counter()
+            found = self.expansion.search(retriever, query, depth, doc_ids)
+            measured = found.latency_ms or {retriever.name: (time.perf_counter() - started) * 1000}
+            _add(latency, measured)
+            stage_latency[retriever.name] = tuple(measured)
+            info.update(found.info)
+            ranked[retriever.name] = list(found.hits)
+        if self.fusion is not None:
+            started = time.perf_counter()
+            ranked["fused"] = self.fusion.fuse([ranked[choice.name] for choice in self.choices], self.weights)
+            _add(latency, {"fusion": (time.perf_counter() - started) * 1000})
+        else:
+            ranked["fused"] = ranked[self.choices[0].name]
+        return ranked
+
+
+def _add(latency: dict[str, float], measured: Mapping[str, float]) -> None:
+    for stage, ms in measured.items():
+        latency[stage] = latency.get(stage, 0.0) + ms
+
+
+class CandidatesCache:
+    """key -> Candidates, least recently used first, at most ``MAX_CACHED_CANDIDATES``."""
+
+    def __init__(self, size: int = MAX_CACHED_CANDIDATES) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple, Candidates] = OrderedDict()
+
+    def get(self, key: tuple) -> Candidates | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple, candidates: Candidates) -> None:
+        self._entries[key] = candidates
+        if len(self._entries) > self.size:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+CANDIDATES = CandidatesCache()  # per process: shared by every pipeline (sweep points in one kernel)
+__all__ = ["CANDIDATES", "Candidates", "CandidatesCache", "FirstStage"]

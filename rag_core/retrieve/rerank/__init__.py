@@ -1,0 +1,49 @@
+"""Re-ranking: the registry of re-rankers (``RERANKERS``, the ``reranker`` setting) with the built-in
+cross-encoder, and the registry of its runtimes (``RERANK_BACKENDS``, the ``rerank_backend`` setting):
+``torch`` (sentence-transformers) and ``onnx`` / ``onnx-int8`` (ONNX Runtime, exported on first use
+into the store's ``onnx/`` folder).
+
+A re-ranker is registered as a class with ``from_config(config, cache, store_dir)``; the object has
+``model_name`` and ``name_used`` (what runs record), ``unavailable()`` (None, or the
+``ModelLoadError`` saying why it cannot run: re-ranking is then off, announced) and
+``score(query, texts) -> RerankScores`` (``rag_core.retrieve.rerank.cross_encoder``). The pipeline
+re-scores the top ``rerank_depth`` fused candidates with it (0: off).
+
+A re-rank backend is registered as an opener ``open(model_name, export_dir, **options) -> scorer``
+whose ``predict(pairs, batch_size)`` returns one raw score per (query, passage) pair.
+Left out: listwise re-rankers.
+"""
+
+from __future__ import annotations
+
+from rag_core._lazy import lazy_exports
+from rag_core.components import SETTINGS, Registry, Setting
+from rag_core.retrieve.onnx_export import register_runtimes
+
+DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
+
+RERANKERS = Registry("reranker", setting="reranker", group="rerank")
+RERANK_BACKENDS = Registry("rerank_backend", setting="rerank_backend", group="rerank")
+register_runtimes(RERANK_BACKENDS, "rag_core.retrieve.rerank.cross_encoder:TorchScorer",
+                  "rag_core.retrieve.rerank.onnx:open_scorer", "rerank_model")
+
+SETTINGS.declare(
+    Setting("rerank_depth", int, 20, "fused candidates re-scored by the re-ranker (0 = off)", minimum=0, group="rerank"),
+    Setting("reranker", str, "cross_encoder", "re-ranker: cross_encoder, or one a plugin registers",
+            choices=RERANKERS.names, group="rerank"),
+    owner="rerank")
+RERANKERS.register(
+    "cross_encoder", "rag_core.retrieve.rerank.cross_encoder:Reranker",
+    help="a sentence-transformers cross-encoder scores each (query, passage) pair; scores cached in the store",
+    settings=[
+        Setting("rerank_model", str, DEFAULT_RERANK_MODEL, "cross-encoder, hub name or local directory "
+                "(env RAG_RERANK_MODEL)", env="RAG_RERANK_MODEL", group="rerank"),
+        Setting("rerank_backend", str, "torch", "cross-encoder runtime: torch | onnx | onnx-int8 (ONNX Runtime, "
+                "exported once into the store)", choices=RERANK_BACKENDS.names, group="rerank"),
+        Setting("min_rerank_score", float, 0.0, "no-answer threshold on the cross-encoder logit", group="rerank"),
+    ],
+)
+
+__getattr__, _lazy_all = lazy_exports(__name__, {"Reranker": "cross_encoder", "RerankScores": "cross_encoder",
+                                                 "OnnxCrossEncoder": "onnx"})
+__all__ = ["DEFAULT_RERANK_MODEL", "RERANKERS", "RERANK_BACKENDS", *_lazy_all]

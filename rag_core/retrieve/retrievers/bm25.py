@@ -1,0 +1,77 @@
+"""The BM25 retriever: a ``BM25Index`` (``rag_core.retrieve.bm25``) over the indexed chunk texts, saved
+in the chunking's folder as ``bm25-<key>/`` (the key: backend, tokenizer, k1, b and the chunk context)
+with each document's metadata beside it (``metadata.json``: what filters match).
+
+A filter (``allowed_doc_ids``) becomes a mask over the index's entries, applied before the top
+``depth`` is taken. ``rag_core.retrieve.expansion.rm3`` searches it with a weighted query (``index``,
+``mask``, ``text_of``).
+Left out: indexes that grow (a new corpus or chunking is a new index).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from rag_core.ingest.corpus import umask_mode
+from rag_core.retrieve.bm25 import BM25Index
+from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
+
+
+class BM25Retriever(Retriever):
+    def __init__(self, name: str, config: Any, resources: Resources) -> None:
+        super().__init__(name, config, resources)
+        self.index: BM25Index | None = None
+        self._doc_ids: np.ndarray | None = None  # the document of each index entry, in index order
+        self._texts: dict[str, str] = {}
+
+    def cache_key(self, chunks: ChunkSet) -> str:
+        cfg = self.config
+        return f"bm25-{digest_key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b, *chunks.context)}"
+
+    def build(self, chunks: ChunkSet) -> None:
+        if self.index is not None:
+            return
+        cfg = self.config
+        directory = chunks.folder / self.cache_key(chunks)
+        if directory.exists():
+            self.index = BM25Index.load(directory)
+        else:
+            started = time.perf_counter()
+            index = BM25Index(backend=cfg.bm25_backend, tokenizer=cfg.tokenizer, k1=cfg.bm25_k1, b=cfg.bm25_b)
+            index.index(chunks.ids, chunks.texts)
+            chunks.folder.mkdir(parents=True, exist_ok=True)
+            temp = Path(tempfile.mkdtemp(dir=chunks.folder, prefix=".tmp-bm25-"))
+            temp.chmod(umask_mode(0o777))  # mkdtemp's 0700 would keep a team out of a shared store
+            index.save(temp)
+            (temp / "metadata.json").write_text(json.dumps(dict(chunks.doc_metadata)))  # what filters match
+            try:
+                temp.rename(directory)
+            except OSError:  # built by another process meanwhile
+                shutil.rmtree(temp, ignore_errors=True)
+            self.resources.stats.bm25_seconds = time.perf_counter() - started
+            self.index = index
+        doc_of = chunks.doc_of
+        self._doc_ids = np.array([doc_of[item] for item in self.index.ids], dtype=object)
+        self._chunks = chunks
+
+    def mask(self, allowed_doc_ids: Sequence[str] | None) -> np.ndarray | None:
+        """Which index entries belong to `allowed_doc_ids` (None: no restriction)."""
+        if allowed_doc_ids is None:
+            return None
+        return np.isin(self._doc_ids, list(allowed_doc_ids))
+
+    def text_of(self, chunk_id: str) -> str:
+        """The shown text of an indexed chunk (RM3 reads its feedback documents)."""
+        if not self._texts:
+            self._texts = {chunk.id: chunk.text for chunk in self._chunks.chunks}
+        return self._texts[chunk_id]
+
+    def search(self, query: Query, depth: int, allowed_doc_ids: Sequence[str] | None = None) -> Ranked:
+        return Ranked(self.index.retrieve(query.text, depth, allowed=self.mask(allowed_doc_ids)))

@@ -1,0 +1,96 @@
+"""The dense retriever: chunk embeddings (``embed_model`` on ``embed_backend``, through the store's
+embedding cache) in the configured vector store, searched by cosine similarity with the query's
+embedding (``Query.vector``: computed once per query, shared with document routing).
+
+A collection holds one (chunking, model, chunk context): ``dense-<key>``. Next to the chunks, a
+manifest ``dense-<key>.json`` (the key also covers the vector store unless it is the embedded
+default, so backends never share one) says the collection is complete; it is written only after a
+complete upsert, so an interrupted write (a server that died mid-ingest) is completed by the next run,
+not written again. A filter reaches the vector store as ``where doc_id in [...]``.
+Left out: several embedding models fused inside one retriever (register two retrievers instead).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import Any, Sequence
+
+from rag_core.ingest.corpus import write_json_atomic
+from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
+from rag_core.retrieve.vector_stores import manifest_key
+
+
+class DenseRetriever(Retriever):
+    def __init__(self, name: str, config: Any, resources: Resources) -> None:
+        super().__init__(name, config, resources)
+        self.collection: str | None = None
+        self.vector_store: Any = None
+
+    @property
+    def embedder(self) -> Any:
+        return self.resources.embedder
+
+    def cache_key(self, chunks: ChunkSet) -> str:
+        """The manifest's name: the model as used (after any fallback, with its backend), the chunk
+        context and the vector store (unless it is the embedded default, keyed as before)."""
+        context = (chunks.context_key,) if chunks.context_key else ()
+        store_key = manifest_key(self.config.vector_store)
+        store = () if store_key is None else (store_key,)
+        return f"dense-{digest_key(self.embedder.cache_name, *context, *store)}"
+
+    def build(self, chunks: ChunkSet) -> None:
+        if self.collection is not None:
+            return
+        if self.vector_store is None:  # before loading the model: a server that is down fails at once
+            self.vector_store = self.resources.open_vector_store()
+        stats, embedder = self.resources.stats, self.embedder
+        model = embedder.cache_name  # the model's name, plus the backend when not plain torch
+        context = (chunks.context_key,) if chunks.context_key else ()
+        manifest_path = chunks.folder / f"{self.cache_key(chunks)}.json"
+        collection = f"dense-{digest_key(chunks.chunking_key, model, *context)}"
+        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+        stored = self.vector_store.count(collection)
+        if manifest is None or stored != len(chunks.chunks):
+            texts = chunks.texts
+            # An interrupted write (a server that died mid-ingest) is completed, not written again.
+            todo = set(self.vector_store.missing(collection, chunks.ids)) if stored else None
+            writes = [i for i, chunk in enumerate(chunks.chunks) if todo is None or chunk.id in todo]
+            if self.resources.progress and writes:
+                print(f"Embedding {len(writes)} chunks with {model} ...", file=sys.stderr, flush=True)
+            vectors, embed_stats = embedder.embed_documents([texts[i] for i in writes])
+            started = time.perf_counter()
+            if writes:
+                self.vector_store.upsert(
+                    collection, [chunks.chunks[i].id for i in writes], vectors,
+                    [{**chunks.doc_metadata[chunks.chunks[i].doc_id], "doc_id": chunks.chunks[i].doc_id,
+                      "page_start": chunks.chunks[i].page_start, "page_end": chunks.chunks[i].page_end} for i in writes],
+                    [texts[i] for i in writes],
+                )
+            stats.upsert_seconds = time.perf_counter() - started
+            stats.upserted = len(writes)
+            store_key = manifest_key(self.config.vector_store)
+            # Written only now, after a complete upsert: a failed one leaves no manifest, and a re-run completes it.
+            manifest = {"model": model, "collection": collection, "chunks": len(chunks.chunks),
+                        "vector_store": str(store_key or "chroma"), "upsert_seconds": stats.upsert_seconds,
+                        "max_seq_length": embedder.max_seq_length, "truncated": embedder.count_truncated(texts),
+                        "embed_seconds": embed_stats.seconds, "embedded": embed_stats.embedded}
+            write_json_atomic(manifest_path, manifest)
+            stats.embedded = embed_stats.embedded
+            stats.embed_cache_hits = embed_stats.cache_hits
+            stats.embed_seconds = embed_stats.seconds
+        stats.truncated = manifest["truncated"]
+        stats.max_seq_length = manifest["max_seq_length"]
+        self.collection = collection
+
+    def search(self, query: Query, depth: int, allowed_doc_ids: Sequence[str] | None = None) -> Ranked:
+        started = time.perf_counter()
+        vector, embed_ms = query.vector()
+        where = {"doc_id": list(allowed_doc_ids)} if allowed_doc_ids is not None else None
+        hits = self.vector_store.search(self.collection, vector, depth, where=where)
+        search_ms = (time.perf_counter() - started) * 1000 - embed_ms
+        return Ranked(hits, {"embed_query": embed_ms, "vector_search": search_ms})
+
+    def models_used(self) -> dict[str, str]:
+        return {"embed_model_used": self.embedder.name_used, "embed_backend_used": self.embedder.backend_used}
