@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: demo test install sample-corpus lab mlflow-ui ui-check benchmarks clean-store team-services team-services-stop
+.PHONY: demo test test-fast test-servers install sample-corpus lab mlflow-ui ui-check benchmarks clean-store team-services team-services-stop
 
 install: $(STAMP)
 
@@ -31,6 +31,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The inner loop: tests/unit (no models, no servers, no notebooks; about a minute).
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q tests/unit
+
+# Everything but the slow tier: adds the servers (Chroma, MLflow, PostgreSQL, Ray, the local LLM API)
+# and the CLI in subprocesses; leaves out models and notebooks (tests marked slow).
+test-servers: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow"
 
 sample-corpus: $(STAMP)
 	$(BIN)/python scripts/build_sample_corpus.py

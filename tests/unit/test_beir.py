@@ -18,7 +18,7 @@ from rag_core.evaluate.golden import Evidence, GoldenSetError
 from rag_core.records import Chunk
 from rag_core.evaluate.relevance import build_qrels
 
-BEIR_TINY = Path(__file__).parent / "fixtures" / "beir-tiny"
+BEIR_TINY = Path(__file__).parents[1] / "fixtures" / "beir-tiny"
 
 
 @pytest.fixture
