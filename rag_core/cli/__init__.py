@@ -104,12 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
         description="Execute notebooks/02-evaluate.ipynb once per grid point of FILE, in one warm Jupyter kernel per "
                     "worker; one MLflow parent run per sweep and one child run per point. Points already finished "
                     "with the same settings are skipped (--rerun runs them again). Points that need a cross-encoder "
-                    "that cannot be loaded are not run, and the sweep says so.")
+                    "that cannot be loaded are not run, and the sweep says so. With strategy: tpe or halving in FILE, "
+                    "Optuna picks the points within the file's budget (a stopped search resumes).")
     sweep.add_argument("file", metavar="FILE", help="sweep file, e.g. experiments/grid.yaml")
     sweep.add_argument("--workers", type=int, default=1, metavar="N", help="grid points run in parallel [1]")
     sweep.add_argument("--output", metavar="DIR", help="where executed notebooks go [experiments/runs/<sweep>]")
     sweep.add_argument("--rerun", action="store_true",
                        help="run every point again under a new parent run, even those finished before")
+    sweep.add_argument("--dry-run", action="store_true",
+                       help="run nothing: print the space's size, the chunkings and models to embed, the estimated "
+                            "time from this machine's measured throughputs and any LLM tokens and cost")
     sweep.add_argument("--executor", choices=("local", "ray"), default="local",
                        help="local: worker threads on this machine; ray: index builds and points scheduled on a Ray "
                             "cluster, one actor with a warm kernel per worker, a point retried when its worker dies "

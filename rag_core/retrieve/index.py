@@ -167,11 +167,8 @@ class Index:
             self.vector_store = open_vector_store(self.config.vector_store, self.store_dir,
                                                   self.config.vector_store_timeout_s)
         model = self.embedder.cache_name  # the model's name, plus the backend when not plain torch
-        context = (self.context_key,) if self.context_key else ()
         store_key = manifest_key(self.config.vector_store)  # None: the embedded default, keyed as before
-        store = () if store_key is None else (store_key,)
-        manifest_path = self.dir / f"dense-{_key(model, *context, *store)}.json"
-        collection = f"dense-{_key(self.chunking_key, model, *context)}"
+        manifest_path, collection = self._dense_names(model)
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
         stored = self.vector_store.count(collection)
         if manifest is None or stored != len(chunks):
@@ -205,6 +202,18 @@ class Index:
         self.stats.truncated = manifest["truncated"]
         self.stats.max_seq_length = manifest["max_seq_length"]
         self._collection = collection
+
+    def _dense_names(self, model: str) -> tuple[Path, str]:
+        """(manifest path, collection name) of the dense index of embedding model `model` (its cache name)."""
+        context = (self.context_key,) if self.context_key else ()
+        store_key = manifest_key(self.config.vector_store)
+        store = () if store_key is None else (store_key,)
+        return self.dir / f"dense-{_key(model, *context, *store)}.json", f"dense-{_key(self.chunking_key, model, *context)}"
+
+    def dense_built(self, models: Sequence[str]) -> bool:
+        """Whether a complete dense index of one of `models` (embedding cache names) is in the store, so
+        that nothing would be embedded; loads no model (a search's cost estimate asks before running)."""
+        return any(self._dense_names(model)[0].exists() for model in models)
 
     def dense_search(self, query: str, depth: int, doc_ids: Sequence[str] | None = None,
                      vector=None) -> tuple[list[ScoredId], float]:

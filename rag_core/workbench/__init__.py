@@ -9,7 +9,10 @@ papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (run
 input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs read back), ``explore``
 (the exploration notebook's helpers), ``holdout`` (held-out queries), ``intervals`` (bootstrap
 intervals), ``honest`` (the winner chosen on tuning queries), ``sweep_report`` (a sweep's table and
-holdout report), ``judge_calibration`` (the judge against human scores), ``plots`` (every plot).
+holdout report), ``judge_calibration`` (the judge against human scores), ``plots`` (every plot);
+searches: ``search_space`` (strategy, budget, range axes), ``search`` (the Optuna driver: TPE, halving),
+``search_run`` (trials as child runs, the winner on held-out queries), ``search_report`` (its table and
+history), ``cost`` (measured throughputs, ``--dry-run`` estimates), ``sweep_result`` (what both return).
 """
 
 from rag_core._lazy import lazy_exports
@@ -23,4 +26,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "split_queries": "holdout", "HoldoutSplit": "holdout", "bootstrap_interval": "intervals",
     "load_per_query": "intervals", "shown_with_intervals": "intervals", "HoldoutReport": "honest",
     "compare_sweep": "sweep_report", "read_sweep_holdout": "sweep_report",
+    "run_search": "search_run", "SearchHistory": "search", "read_search": "search_report", "estimate": "cost",
 })
