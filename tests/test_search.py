@@ -13,14 +13,17 @@ import subprocess
 import sys
 import time
 
+import nbformat
+import papermill
 import pytest
 import yaml
 from conftest import run_cli
 from mlflow.tracking import MlflowClient
 from sweep_fixtures import evaluation_notebook_with, tracking_uri  # noqa: F401
 
-from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
+from rag_core.paths import NOTEBOOKS_DIR, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
 from rag_core.workbench.search import (FEASIBLE, RECORD_ATTR, SearchDriver, TrialScore, open_study, query_order)
+from rag_core.workbench.search_report import read_search
 from rag_core.workbench.search_space import Budget, Halving, RangeAxis, SearchSettings, SearchSpace
 
 QUERIES = [f"q{number:02d}" for number in range(20)]
@@ -276,6 +279,19 @@ def test_halving_with_a_holdout_scores_the_winner_on_queries_no_trial_saw(tmp_pa
     assert math.isclose(report.winner.tune.estimate, history.best.value)  # the same tuning queries, scored again
     assert result.table.loc[result.table["role"] == "winner", "trial"].item() == history.best.number
     assert history.spent_points <= 2.5 + 1e-9
+
+    # 03-compare reads the search back: its trials, and the progress and importance plots
+    view = read_search(result.experiment, result.parent_run_id, tracking_uri)
+    assert view.strategy == "halving" and list(view.trials["number"]) == [t.number for t in history.trials]
+    assert view.trials["spent_seconds"].is_monotonic_increasing
+    assert view.trials["best_so_far"].dropna().is_monotonic_increasing
+    assert view.trials["best_so_far"].max() == pytest.approx(history.best.value)
+    executed = tmp_path / "compare.ipynb"
+    papermill.execute_notebook(str(NOTEBOOKS_DIR / "03-compare.ipynb"), str(executed), progress_bar=False,
+                               cwd=str(NOTEBOOKS_DIR), kernel_name="python3",
+                               parameters={"experiment": result.experiment, "tracking_uri": tracking_uri})
+    outputs = [output for cell in nbformat.read(str(executed), as_version=4).cells for output in cell.get("outputs", [])]
+    assert sum("image/png" in output.get("data", {}) for output in outputs) == 3  # + the search's two panels
 
 
 def _query_ids(client, run, folder) -> list[str]:
