@@ -172,6 +172,19 @@ def test_a_small_space_is_searched_once_and_then_the_search_stops():
     assert {t.status for t in history.trials} == {"complete", "repeat"}
 
 
+def test_parallel_trials_never_evaluate_one_configuration_twice():
+    class Slow(TableEvaluator):
+        def evaluate(self, point):
+            time.sleep(0.2)  # long enough that the sampler proposes a configuration still being evaluated
+            return super().evaluate(point)
+
+    space = SearchSpace({"mode": ("bm25", "hybrid")}, {})
+    for seed in range(6):  # two workers start two trials at once: random draws repeat a configuration often
+        evaluator = Slow()
+        _, history = drive(SearchSettings("tpe", Budget(points=2), seed=seed), evaluator, space=space, workers=2)
+        assert len(evaluator.calls) == len({json.dumps(c, sort_keys=True) for c, _ in evaluator.calls}), seed
+
+
 def test_a_resumed_search_continues_the_study_and_never_repeats_an_evaluation(tmp_path):
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     evaluator = TableEvaluator()

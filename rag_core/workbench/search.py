@@ -324,6 +324,10 @@ class SearchDriver:
         reason = self.evaluator.unavailable(config)
         if reason:
             return self._tell_infeasible(trial, record, "unavailable", reason, started)
+        twin = next((future for future, (_, other, _) in self.running.items() if other.config_key == record.config_key), None)
+        if twin is not None:  # the same configuration is being evaluated: wait for it, then tell its values again
+            twin.result()
+            self._finish(twin)
         top = (record.config_key, self.rungs[-1])
         if top in self.results:  # evaluated before on every tuning query: told again, nothing runs
             record.evaluations = [[*self.results[top][:3], True]]

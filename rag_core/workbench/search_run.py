@@ -62,6 +62,7 @@ class NotebookTrials:
         self.local = threading.local()
         self._built: dict[tuple, bool] = {}
         self._unavailable: dict[str, str | None] = {}
+        self.prebuild = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0}
         self.throughputs = load_throughputs(job.store_dir)
 
     def point_hash(self, point: SweepPoint) -> str:
@@ -104,7 +105,7 @@ class NotebookTrials:
     def embedding_needed(self, config: RagConfig) -> str | None:
         if config.mode == "bm25":
             return None
-        key = (config.chunking_key(), config.chunk_context, config.extract_tables, config.metadata_pattern,
+        key = (tuple(sorted(config.chunking_key().items())), config.chunk_context, config.extract_tables, config.metadata_pattern,
                config.embed_model, config.embed_backend, config.vector_store)
         if key not in self._built:
             self._built[key] = dense_built(config, self.inputs.corpus, self.job.store_dir)
@@ -134,17 +135,24 @@ class NotebookTrials:
         return self._unavailable[config.rerank_model]
 
     def build(self, config: RagConfig) -> float:
+        """Build `config`'s indexes in this process (or as a Ray task): several workers never embed into
+        one store at once. Counted like a grid's prebuild (``sweep/prebuild_*`` on the parent run)."""
         started = time.perf_counter()
         if self.remote is not None:
             import ray
 
             from rag_core.workbench.ray_executor import build_indexes
 
-            ray.get(build_indexes.remote(config, self.inputs.corpus, self.job.store_dir))
+            done = ray.get(build_indexes.remote(config, self.inputs.corpus, self.job.store_dir))
         else:
             from rag_core.retrieve.pipeline import Pipeline
 
-            Pipeline(config, self.inputs.corpus, self.job.store_dir).build()
+            stats = Pipeline(config, self.inputs.corpus, self.job.store_dir).build()
+            done = {"dense_indexes_built": float(stats.embedded + stats.embed_cache_hits > 0),
+                    "chunkings_built": float(stats.chunkings_built), "embedded": float(stats.embedded),
+                    "embed_cache_hits": float(stats.embed_cache_hits)}
+        for name in self.prebuild:
+            self.prebuild[name] += done.get(name, 0.0)
         self._built.clear()
         return time.perf_counter() - started
 
@@ -230,7 +238,7 @@ def run_search(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outp
     echo(f"Search stopped: {history.stopped}")
     final = _final_runs(spec, history, plan, trials, echo)
     points = [outcome.point for outcome in trials.outcomes]
-    work = log_parent_summary(tracker, experiment, parent_id, points, [], 0, {}, kernels_started,
+    work = log_parent_summary(tracker, experiment, parent_id, points, [], 0, trials.prebuild, kernels_started,
                               time.perf_counter() - started)
     search_metrics = history.metrics()
     tracker.log(parent_id, metrics=search_metrics, tags={TAG_PREFIX + "search_winner": _label(history)})
