@@ -14,6 +14,7 @@ import sys
 import time
 
 import nbformat
+import optuna
 import papermill
 import pytest
 import yaml
@@ -189,16 +190,15 @@ def test_a_resumed_search_continues_the_study_and_never_repeats_an_evaluation(tm
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     evaluator = TableEvaluator()
     _, first = drive(SearchSettings("tpe", Budget(points=3)), evaluator, storage=storage)
-    # an interrupted session leaves a trial RUNNING: the next one marks it failed
-    study = open_study(storage, "test", SearchSettings("tpe"), 1)
-    left_running = study.ask().number
+    # a session killed outright leaves a trial RUNNING in the storage: the next one marks it failed
+    left_running = optuna.load_study(study_name="test", storage=storage).ask().number
     _, second = drive(SearchSettings("tpe", Budget(points=7)), evaluator, storage=storage)
     assert len(evaluator.calls) == 7 and second.spent_points == 7
     assert len({json.dumps(c, sort_keys=True) for c, _ in evaluator.calls}) == 7
     numbers = [t.number for t in second.trials]
     assert numbers[:3] == [t.number for t in first.trials] and left_running not in numbers
-    reloaded = open_study(storage, "test", SearchSettings("tpe"), 1)
-    assert reloaded.trials[left_running].state.name == "FAIL"
+    reloaded = optuna.load_study(study_name="test", storage=storage)
+    assert reloaded.trials[left_running].state.name == "FAIL" and len(reloaded.trials) == len(second.trials) + 1
     assert all(RECORD_ATTR in t.user_attrs for t in reloaded.trials if t.number != left_running)
 
 

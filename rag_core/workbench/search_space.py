@@ -75,8 +75,11 @@ class RangeAxis:
         if self.integer:
             return trial.suggest_int(self.name, int(self.low), int(self.values()[-1] if self.finite else self.high),
                                      step=int(self.step or 1), log=self.log)
-        high = self.values()[-1] if self.step is not None else self.high
-        return trial.suggest_float(self.name, self.low, high, step=self.step, log=self.log)
+        if self.step is None:
+            return trial.suggest_float(self.name, self.low, self.high, log=self.log)
+        values = self.values()
+        value = trial.suggest_float(self.name, self.low, values[-1], step=self.step)
+        return min(values, key=lambda v: abs(v - value))  # 1.4, as the grid lists it, not 1.4000000000000001
 
     def describe(self) -> str:
         if self.log:
