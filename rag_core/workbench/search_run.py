@@ -70,6 +70,8 @@ class NotebookTrials:
         return digest({"settings": point.config.as_params(), "data": self.data_key, **queries})
 
     def evaluate(self, point: SweepPoint, role: str | None = None) -> TrialScore:
+        """Run `point` (or reuse its finished run); charged: this call's whole wall time."""
+        started = time.perf_counter()
         point_hash = self.point_hash(point)
         tracker = self.job.tracker
         if point_hash in self.finished:
@@ -77,7 +79,7 @@ class NotebookTrials:
             value = run_metrics(tracker.client.get_run(run_id)).get(self.metric)
             with self.lock:
                 self.outcomes.append(PointOutcome(point, "SKIPPED", run_id))
-            return TrialScore(value, 0.0, 0.0, run_id, reused=True)
+            return TrialScore(value, time.perf_counter() - started, 0.0, run_id, reused=True)
         outcome = self._run(point, point_hash)
         cold = outcome.metrics.get("timing/build_seconds", 0.0)
         if outcome.run_id:
@@ -89,7 +91,7 @@ class NotebookTrials:
             if outcome.status == "FINISHED":
                 self.finished[point_hash] = outcome.run_id
         value = outcome.metrics.get(self.metric) if outcome.status == "FINISHED" else None
-        return TrialScore(value, outcome.seconds, cold, outcome.run_id, False, outcome.error)
+        return TrialScore(value, time.perf_counter() - started, cold, outcome.run_id, False, outcome.error)
 
     def _run(self, point: SweepPoint, point_hash: str) -> PointOutcome:
         if self.remote is not None:  # each worker thread drives its own Ray actor
