@@ -271,6 +271,7 @@ class SearchDriver:
         self.embedded: set[str] = set()  # dense indexes this search embedded (all sessions)
         self.running: dict[Future, tuple[Any, TrialRecord, float]] = {}  # future -> (trial, record, started)
         self.current: tuple[Any, TrialRecord] | None = None  # the trial running in this thread (one worker)
+        self.idle = 0  # trials in a row that evaluated nothing new
         self.spent_points = self.spent_seconds = 0.0
         self._resume()
 
@@ -296,16 +297,16 @@ class SearchDriver:
     # --- the loop -------------------------------------------------------------------------------
     def run(self) -> SearchHistory:
         budget = self.settings.budget
-        idle, stopped = 0, ""
+        stopped = ""
         started = time.perf_counter()
         pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="search")
         try:
             while True:
                 while not stopped and len(self.running) < self.workers:
-                    stopped = self._why_stop(idle)
+                    stopped = self._why_stop()
                     if stopped:
                         break
-                    idle = 0 if self._start_trial(pool) else idle + 1
+                    self._start_trial(pool)
                 if not self.running:
                     break
                 done, _ = wait(list(self.running), return_when=FIRST_COMPLETED)
@@ -320,7 +321,7 @@ class SearchDriver:
                              self.rungs, sorted(self.records.values(), key=lambda r: r.number), stopped or "done",
                              self.spent_points, self.spent_seconds, time.perf_counter() - started)
 
-    def _why_stop(self, idle: int) -> str:
+    def _why_stop(self) -> str:
         budget = self.settings.budget
         first_rung = self.rungs[0] / self.rungs[-1]  # what starting a trial costs at least
         reserved_points = first_rung * (len(self.running) + 1)
@@ -328,8 +329,9 @@ class SearchDriver:
         if budget is not None and not budget.allows(self.spent_points + reserved_points,
                                                     self.spent_seconds + running_seconds):
             return f"the budget ({budget.describe()}) is spent"
-        if idle >= MAX_IDLE_TRIALS:
-            return (f"the sampler proposed {idle} trials in a row that were evaluated before, invalid or over a limit: "
+        if self.idle >= MAX_IDLE_TRIALS:
+            return (f"the sampler proposed {self.idle} trials in a row that evaluated nothing new (evaluated before, "
+                    f"pruned again, invalid or over a limit): "
                     f"the space is exhausted or the search has converged")
         return ""
 
@@ -469,6 +471,7 @@ class SearchDriver:
             record.optimizer_seconds += time.perf_counter() - started  # the telling itself: not in the stored record
             self.records[record.number] = record
             self.spent_seconds += record.optimizer_seconds
+            self.idle = 0 if any(not evaluation[3] for evaluation in record.evaluations) else self.idle + 1
         self.echo(self._line(record))
 
     def _fail_running(self, reason: str) -> None:
