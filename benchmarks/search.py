@@ -35,8 +35,14 @@ grid has its scores already) are reported beside it, as a share with them. The h
 choice is reported next to the grid's.
 Timings are provisional: measured on a shared 2-core machine. Every figure from ``replay`` is replayed.
 
-Usage: python benchmarks/search.py [--corpus sample|financebench|both] [--phase all|exhaustive|validate|replay]
-       [--fb-store /work/stores/search-fb] [--seeds 10] [--out benchmarks/results/search.json]
+``table``       Nothing runs: the summary and table again, from the replays saved in ``--out``.
+
+``--embedded`` replays as if every dense index were in the store already (a store a team reuses): no
+embedding is charged to C or to the searches; results under ``"<corpus> embedded"``. Only ``replay``
+and ``table`` apply (nothing is evaluated: the grid's table is reused).
+
+Usage: python benchmarks/search.py [--corpus sample|financebench|both] [--phase all|exhaustive|validate|replay|table]
+       [--embedded] [--fb-store /work/stores/search-fb] [--seeds 10] [--out benchmarks/results/search.json]
 Left out: the searches' figures on the real re-ranker (none offline).
 """
 
@@ -368,9 +374,12 @@ def compare_with_replay(validation: list[dict], replays: list[dict], table: dict
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", choices=("sample", "financebench", "both"), default="both")
-    parser.add_argument("--phase", choices=("all", "exhaustive", "validate", "replay"), default="all")
+    parser.add_argument("--phase", choices=("all", "exhaustive", "validate", "replay", "table"), default="all")
     parser.add_argument("--fb-store", default="/work/stores/search-fb")
     parser.add_argument("--seeds", type=int, default=10)
+    parser.add_argument("--embedded", action="store_true",
+                        help="replay as if every dense index were in the store already (a store a team reuses): no "
+                             "embedding is charged, to the grid's C or to the searches; results under '<corpus> embedded'")
     parser.add_argument("--validate", default="sample", help="corpora whose validation searches run for real, each "
                         "into a fresh store (FinanceBench's would embed both chunkings again: about 25 min each) [sample]")
     parser.add_argument("--out", default=str(RESULTS / "search.json"))
@@ -383,13 +392,16 @@ def main() -> None:
     for corpus in corpora:
         store = Path(args.fb_store) if corpus == "financebench" else HERE / "store-sample"
         tables = HERE / f"{corpus}-table.json"
-        entry = results.setdefault(corpus, {})
-        if args.phase in ("all", "exhaustive"):
+        name = f"{corpus} embedded" if args.embedded else corpus
+        entry = results.setdefault(name, {})
+        if args.phase in ("all", "exhaustive") and not args.embedded:
             table = exhaustive(corpus, store, tracking_uri)
             tables.write_text(json.dumps(table))
         table = json.loads(tables.read_text())
+        if args.embedded:
+            table = embedded(table)
         entry["exhaustive"] = {key: value for key, value in table.items() if key not in ("points",)}
-        if args.phase in ("all", "validate") and corpus in args.validate.split(","):
+        if args.phase in ("all", "validate") and corpus in args.validate.split(",") and not args.embedded:
             entry["validation"] = validate(corpus, table, tracking_uri)
         if args.phase in ("all", "replay"):
             rows = replay(corpus, table, args.seeds)
@@ -397,8 +409,18 @@ def main() -> None:
             entry["summary"] = summary(rows, table)
             if entry.get("validation"):
                 entry["real_vs_replay"] = compare_with_replay(entry["validation"], rows, table)
-            print_summary(corpus, entry["summary"], table)
+        if args.phase == "table" and entry.get("replay"):
+            entry["summary"] = summary(entry["replay"], table)
+        if entry.get("summary"):
+            print_summary(name, entry["summary"], table)
         write_results(results, out)
+
+
+def embedded(table: dict) -> dict:
+    """The table as if the dense indexes were in the store already: their embedding is charged to no one."""
+    cold = {item: 0.0 if item.startswith("dense ") else seconds for item, seconds in table["cold"].items()}
+    saved = sum(table["cold"].values()) - sum(cold.values())
+    return {**table, "cold": cold, "compute_seconds": table["compute_seconds"] - saved}
 
 
 def summary(rows: list[dict], table: dict) -> dict:
@@ -412,6 +434,8 @@ def summary(rows: list[dict], table: dict) -> dict:
                             "mean_share_with_final": statistics.mean(r["share_with_final"] for r in mine),
                             "inside_with_final_within_budget": sum(r["inside"] and r["share_with_final"] <= BUDGET_SHARE + 1e-9
                                                                    for r in mine),
+                            "mean_first_inside_share": statistics.mean(_first_inside(r, table) for r in mine),
+                            "max_first_inside_share": max(_first_inside(r, table) for r in mine),
                             "mean_choice_tune": statistics.mean(r["choice_tune"] for r in mine),
                             "mean_choice_holdout": statistics.mean(r["choice_holdout"] for r in mine),
                             "mean_optimizer_ms": statistics.mean(r["optimizer_ms"] for r in mine)}
@@ -420,23 +444,31 @@ def summary(rows: list[dict], table: dict) -> dict:
     return values
 
 
+def _first_inside(row: dict, table: dict) -> float:
+    """The share of C charged when the search first held a configuration inside the interval (inf: never)."""
+    seconds = row["first_inside_seconds"]
+    return math.inf if seconds is None else seconds / table["compute_seconds"]
+
+
 def print_summary(corpus: str, values: dict, table: dict) -> None:
     grid = values["grid"]
     print(f"\n{corpus}: exhaustive C = {table['compute_seconds']:.0f} s over {len(table['query_ids'])} queries "
           f"({len(table['tuning'])} tuning); grid's choice: tuning {grid['choice_tune']:.3f} "
           f"[{grid['interval']['low']:.3f}, {grid['interval']['high']:.3f}], held-out {grid['choice_holdout']:.3f}; "
           f"{table['inside']} of {len(table['points'])} points inside that interval")
-    print(f"{'strategy':>9} {'inside, <=25% C':>16} {'share of C':>10} {'max':>6} {'+ final runs':>12} {'tuning':>7} "
-          f"{'held-out':>8} {'optimizer ms':>12}  (replayed)")
+    print(f"{'strategy':>9} {'inside, <=25% C':>16} {'share of C':>10} {'max':>6} {'1st inside':>10} {'+ final runs':>12} "
+          f"{'inside, <=25% + final':>22} {'tuning':>7} {'held-out':>8} {'optimizer ms':>12}  (replayed; means over seeds)")
     for strategy in STRATEGIES:
         v = values[strategy]
+        first = v.get("mean_first_inside_share", math.nan)
         print(f"{strategy:>9} {v['inside_within_budget']:>10}/{v['seeds']:<5} {v['mean_share']:>10.1%} {v['max_share']:>6.1%} "
-              f"{v['mean_share_with_final']:>12.1%} {v['mean_choice_tune']:>7.3f} {v['mean_choice_holdout']:>8.3f} "
-              f"{v['mean_optimizer_ms']:>12.0f}")
-    print(f"{'grid':>9} {'':>16} {1:>10.0%} {'':>6} {'':>12} {grid['choice_tune']:>7.3f} {grid['choice_holdout']:>8.3f}")
+              f"{first:>10.1%} {v['mean_share_with_final']:>12.1%} "
+              f"{v['inside_with_final_within_budget']:>16}/{v['seeds']:<5} {v['mean_choice_tune']:>7.3f} "
+              f"{v['mean_choice_holdout']:>8.3f} {v['mean_optimizer_ms']:>12.0f}")
+    blank = f"{'':>16} {'':>10} {'':>6} {'':>10} {'':>12} {'':>22}"
+    print(f"{'grid':>9} {blank} {grid['choice_tune']:>7.3f} {grid['choice_holdout']:>8.3f}   (all of C)")
     if "default" in table:
-        print(f"{'default':>9} {'':>16} {'':>10} {'':>6} {'':>12} {table['default']['tune']:>7.3f} "
-              f"{table['default']['holdout']:>8.3f}")
+        print(f"{'default':>9} {blank} {table['default']['tune']:>7.3f} {table['default']['holdout']:>8.3f}")
 
 
 if __name__ == "__main__":
