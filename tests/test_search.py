@@ -337,3 +337,41 @@ def test_a_budget_in_seconds_and_the_dry_run_estimate_from_measured_throughputs(
     assert math.isclose(estimate["total_seconds"], 5 * observation[2], rel_tol=1e-6)  # one observation: 5 x its time
     text = run_cli("sweep", str(tmp_path / "dry.yaml"), "--dry-run", store=tmp_path / "store").stdout
     assert "space: 10 configurations" in text and "to embed: nothing" in text and "estimated time:" in text
+
+
+@pytest.mark.slow
+def test_the_cli_runs_a_search_and_prints_the_winner_with_its_held_out_score(tmp_path):
+    """`rag-pipeline sweep FILE` as a user runs it: the search's summary, and the winner's held-out score,
+    recomputed here from the winner run's per-query scores on the queries no trial scored."""
+    import re
+
+    import pandas as pd
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    path = write_search(tmp_path, strategy="tpe", budget=2, holdout=0.3, max_queries=10)
+    completed = run_cli("sweep", str(path), "--output", str(tmp_path / "notebooks"), store=tmp_path / "store",
+                        env={"MLFLOW_TRACKING_URI": uri})
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    out = completed.stdout
+    assert re.search(r"^Search \(tpe\): \d+ trials .*spent 2\.0 points", out, re.M), out
+    [winner_line] = [line for line in out.splitlines() if line.startswith("  winner  ")]
+    printed = float(re.search(r"held-out (-?\d+\.\d+) \[", winner_line).group(1))
+
+    client = MlflowClient(uri)
+    [parent] = client.search_runs([e.experiment_id for e in client.search_experiments()], "tags.`rag.kind` = 'sweep'")
+    children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    [winner] = [r for r in children if r.data.tags.get("rag.search_role") == "winner"]
+    trials = [r for r in children if "rag.search_trial" in r.data.tags]
+    assert len(trials) == 2 and all(r.data.params["fidelity_queries"] == "7" for r in trials)
+
+    def per_query(run):
+        destination = tmp_path / run.info.run_id
+        destination.mkdir(exist_ok=True)
+        return pd.read_csv(client.download_artifacts(run.info.run_id, "per_query.csv", str(destination)),
+                           dtype={"query_id": str}).set_index("query_id")
+
+    seen = set().union(*(per_query(r).index for r in trials))
+    scores = per_query(winner)
+    held_out = [q for q in scores.index if q not in seen]
+    assert len(scores) == 10 and len(held_out) == 3
+    assert printed == pytest.approx(scores.loc[held_out, "page/ndcg@10"].mean(), abs=5e-4)
