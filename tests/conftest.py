@@ -80,3 +80,25 @@ def isolated_components(monkeypatch):
     for name in set(sys.modules) - modules:
         if name.startswith("rag_plugin_"):  # plugin files imported by path: imported again next time
             del sys.modules[name]
+
+
+UNIT = Path(__file__).resolve().parent / "unit"
+
+
+@pytest.fixture(autouse=True)
+def _unit_tests_start_no_process_and_load_no_model(request, monkeypatch):
+    """The unit tier (tests/unit, `make test-fast`) promises no models, no servers, no notebooks and no
+    subprocesses: a test there that starts a process or loads a model fails, and belongs beside it."""
+    if UNIT not in Path(str(request.node.path)).resolve().parents:
+        return
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a unit test started a process or loaded a model: move it out of tests/unit")
+
+    monkeypatch.setattr(subprocess.Popen, "__init__", refuse)
+    transformers = sys.modules.get("sentence_transformers")  # imported by an earlier test or by rag_core
+    if transformers is not None:
+        monkeypatch.setattr(transformers.SentenceTransformer, "__init__", refuse)
+        monkeypatch.setattr(transformers.CrossEncoder, "__init__", refuse)
+    for loader in ("load_embedder", "load_cross_encoder"):  # the workbench's own model loaders
+        monkeypatch.setattr(f"rag_core.retrieve.models.{loader}", refuse)

@@ -1,7 +1,8 @@
-"""``rag-pipeline sweep FILE``: run a sweep and print its comparison table (or JSON), every metric with
-its bootstrap 95% interval, and, when the sweep holds out queries, the honest winner.
+"""``rag-pipeline sweep FILE``: run a sweep (a grid, or a search with ``strategy: tpe | halving``) and
+print its comparison table (or JSON), every metric with its bootstrap 95% interval, what a search did,
+and, when the sweep holds out queries, the honest winner. ``--dry-run`` prints the estimated cost only.
 
-Left out: the sweep itself (``rag_core.workbench``), its text (``rag_core.workbench.reports.format_sweep``).
+Left out: the sweep itself (``rag_core.workbench``), its text (``rag_core.workbench.reports``).
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from rag_core.cli.common import EXIT_FAILURE, EXIT_OK, config_from_args, setting
 from rag_core.errors import ConfigError
 
 NAME = "sweep"
-HELP = "run a grid of settings through the evaluation notebook (papermill), logged to MLflow"
+HELP = "run a grid of settings (or a search over them) through the evaluation notebook, logged to MLflow"
 DESCRIPTION = ("Execute notebooks/02-evaluate.ipynb once per grid point of FILE, in one warm Jupyter kernel per "
                "worker; one MLflow parent run per sweep and one child run per point. Points already finished with the "
                "same settings are skipped (--rerun runs them again). Points that need a cross-encoder that cannot be "
-               "loaded are not run, and the sweep says so.")
+               "loaded are not run, and the sweep says so. With strategy: tpe or halving in FILE, Optuna picks the "
+               "points within the file's budget (a stopped search resumes).")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,6 +29,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", metavar="DIR", help="where executed notebooks go [experiments/runs/<sweep>]")
     parser.add_argument("--rerun", action="store_true",
                         help="run every point again under a new parent run, even those finished before")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="run nothing: print the space's size, the chunkings and models to embed, the estimated "
+                             "time from this machine's measured throughputs and any LLM tokens and cost")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="local: worker threads on this machine; ray: index builds and points scheduled on a Ray "
                              "cluster, one actor with a warm kernel per worker, a point retried when its worker dies "
@@ -41,11 +46,13 @@ def run(args: argparse.Namespace) -> int:
     between ``--config`` and the setting flags."""
     config_from_args(args)  # settings errors, before anything runs
     from rag_core.workbench import load_sweep, run_sweep
-    from rag_core.workbench.reports import format_sweep
+    from rag_core.workbench.reports import format_sweep, search_summary
 
     if args.ray_address and args.executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
     spec = load_sweep(args.file, config_file=args.config, overrides=setting_flags(args))
+    if args.dry_run:
+        return dry_run(spec, args)
     echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
     result = run_sweep(spec, store_from_args(args), workers=args.workers, output_dir=args.output, echo=echo,
                        rerun=args.rerun, executor=args.executor, ray_address=args.ray_address)
@@ -58,7 +65,29 @@ def run(args: argparse.Namespace) -> int:
                         "error": o.error} for o in result.outcomes],
             "table": json.loads(result.table.to_json(orient="records")),
             "holdout": result.holdout.as_dict() if result.holdout else None,
+            "search": search_summary(result.search) if result.search else None,
         }, indent=2, default=str))
     else:
         print("\n" + format_sweep(result))
     return EXIT_FAILURE if result.failed else EXIT_OK
+
+
+def dry_run(spec, args: argparse.Namespace) -> int:
+    """Print what the sweep would cost (``rag_core.workbench.cost``); run nothing."""
+    from rag_core.workbench.cost import estimate, machine
+    from rag_core.workbench.evaluation import load_eval_inputs
+    from rag_core.workbench.holdout import split_queries
+    from rag_core.workbench.reports import format_estimate
+
+    store_dir = store_from_args(args)
+    inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,
+                              store_dir=store_dir, max_queries=spec.max_queries)
+    queries = len(inputs.queries)
+    if spec.holdout is not None and spec.search.is_search:  # a search sees the tuning queries only
+        queries = len(split_queries([query.id for query in inputs.queries], spec.holdout, spec.holdout_seed).tuning)
+    cost = estimate(spec, inputs.corpus, queries, store_dir)
+    if args.json:
+        print(json.dumps({"name": spec.name, "machine": machine(), **cost.as_dict()}, indent=2, default=str))
+    else:
+        print(format_estimate(spec, cost, machine(), len(inputs.queries)))
+    return EXIT_OK

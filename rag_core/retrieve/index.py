@@ -42,6 +42,7 @@ from rag_core.retrieve.context import CONTEXT_VERSION, indexed_texts
 from rag_core.retrieve.embedding.embedder import Embedder
 from rag_core.retrieve.parent_child import child_chunks
 from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Resources, Retriever, digest_key, retriever_choices
+from rag_core.retrieve.retrievers.dense import manifest_name
 from rag_core.retrieve.vector_stores import open_vector_store
 
 
@@ -184,6 +185,12 @@ class Index:
         temp.write_text("".join(json.dumps(asdict(chunk)) + "\n" for chunk in chunks))
         temp.replace(path)
         return chunks
+
+    def dense_built(self, models: Sequence[str]) -> bool:
+        """Whether a complete dense index of one of `models` (embedding cache names) is in the store, so
+        that nothing would be embedded; loads no model (a search's cost estimate asks before running)."""
+        return any((self.dir / f"{manifest_name(model, self.context_key, self.config.vector_store)}.json").exists()
+                   for model in models)
 
     def indexed_texts(self) -> list[str]:
         """What each searched chunk (a child with ``child_size``) is indexed with (``chunk_context``)."""

@@ -12,7 +12,10 @@ input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs rea
 intervals), ``selection`` (paired tests against the best, Holm, the one-SE rule), ``honest`` (the
 winner chosen on tuning queries), ``sweep_report`` (a sweep's table and holdout report),
 ``judge_calibration`` (the judge against human scores), ``fusion_tuning`` (learned fusion weights),
-``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks).
+``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks);
+searches: ``search_space`` (strategy, budget, range axes), ``search`` (the Optuna driver: TPE, halving),
+``search_run`` (trials as child runs, the winner on held-out queries), ``search_report`` (its table and
+history), ``cost`` (measured throughputs, ``--dry-run`` estimates), ``sweep_result`` (what both return).
 """
 
 from rag_core._lazy import lazy_exports
@@ -27,4 +30,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "split_queries": "holdout", "QuerySplit": "holdout", "bootstrap_interval": "intervals",
     "load_per_query": "intervals", "shown_with_intervals": "intervals", "WinnerReport": "honest",
     "compare_sweep": "sweep_report", "read_sweep_holdout": "sweep_report",
+    "run_search": "search_run", "SearchHistory": "search", "read_search": "search_report", "estimate": "cost",
 })

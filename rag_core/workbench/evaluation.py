@@ -15,6 +15,7 @@ unless ``--experiment`` names one. Metric names keep ``@`` here; only MLflow see
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from dataclasses import dataclass, field, replace
@@ -173,15 +174,22 @@ def config_from_parameters(namespace: Mapping[str, Any]) -> RagConfig:
 
 
 def load_notebook_inputs(input_dir: str | None = None, golden: str | None = None, beir: str | None = None,
-                         split: str = "test", store: str | None = None,
-                         max_queries: int | None = None) -> tuple[EvalInputs, Path]:
+                         split: str = "test", store: str | None = None, max_queries: int | None = None,
+                         query_ids: Sequence[str] | None = None) -> tuple[EvalInputs, Path]:
     """(inputs, store folder) from notebook parameters; None means the sample corpus and golden set
-    (unless `beir` is given) and the project's store (``$RAG_STORE`` or ``<project>/.rag_store``)."""
+    (unless `beir` is given) and the project's store (``$RAG_STORE`` or ``<project>/.rag_store``).
+    `query_ids` keeps only those queries (a search's query subset), in golden-set order."""
     sample = beir is None
     store_dir = Path(store) if store else PROJECT_ROOT / default_store_dir()
     sources = (input_dir or (SAMPLE_DOCUMENTS_DIR if sample else None), golden or (SAMPLE_GOLDEN_FILE if sample else None), beir)
     inputs = _load_inputs_once(*map(_path_or_none, sources), split, store_dir, max_queries,
                                _files_signature([Path(source) for source in sources if source is not None]))
+    if query_ids is not None:
+        wanted = set(map(str, query_ids))
+        missing = wanted - {query.id for query in inputs.queries}
+        if missing:
+            raise BadInput(f"query_ids not in the golden set: {', '.join(sorted(missing)[:5])}")
+        inputs = dataclasses.replace(inputs, queries=tuple(query for query in inputs.queries if query.id in wanted))
     return inputs, store_dir
 
 

@@ -1,7 +1,7 @@
 """Every plot of the workbench, in one place.
 
 Notebook plots (exploration: chunk lengths, token truncation; comparison: a metric against a setting,
-quality against latency) draw on the Matplotlib ``ax`` given, or on a new pyplot figure, and return
+quality against latency; searches: progress against cost, parameter importances) draw on the Matplotlib ``ax`` given, or on a new pyplot figure, and return
 it. The plots saved with every evaluation run (retrieval quality by level, latency by stage) are
 drawn on a pyplot-free ``Figure`` (no global state: safe in sweep worker threads) and written to a
 PNG file.
@@ -92,6 +92,39 @@ def plot_quality_vs_latency(runs: "pd.DataFrame", metric: str, latency: str = "l
     ax.set_xlabel(f"{latency} (ms per query)")
     ax.set_ylabel(metric)
     ax.set_title("Quality vs latency")
+    return ax
+
+
+# --- searches (03-compare) -----------------------------------------------------------------------
+def plot_search_progress(trials: "pd.DataFrame", metric: str, ax=None):
+    """A search's progress: each trial's value against the seconds spent up to it (a dot, its colour
+    the queries it reached: halving scores most trials on a few), and the best value on every tuning
+    query so far (a step line). `trials`: ``search_report.trials_frame``."""
+    ax = ax or _axes(7, 4)
+    scored = trials[trials["value"].notna()]
+    points = ax.scatter(scored["spent_seconds"], scored["value"], c=scored["queries"], cmap="viridis", alpha=0.7)
+    if scored["queries"].nunique() > 1:
+        ax.figure.colorbar(points, ax=ax, label="queries scored")
+    ax.step(trials["spent_seconds"], trials["best_so_far"], where="post", color="tab:red",
+            label="best so far (every tuning query)")
+    ax.set_xlabel("seconds spent (evaluations, index builds, optimizer)")
+    ax.set_ylabel(metric)
+    ax.set_title(f"Search progress ({len(trials)} trials)")
+    ax.legend(loc="lower right")
+    return ax
+
+
+def plot_param_importances(importances: Mapping[str, float], ax=None):
+    """Optuna's parameter importances (summing to 1), largest on top."""
+    ax = ax or _axes(6, max(2.0, 0.4 * len(importances) + 1))
+    if not importances:
+        ax.text(0.5, 0.5, "too few completed trials for importances", ha="center", va="center")
+        ax.set_axis_off()
+        return ax
+    names = sorted(importances, key=importances.get)
+    ax.barh(names, [importances[name] for name in names])
+    ax.set_xlabel("importance (Optuna PED-ANOVA, normalised to sum to 1)")
+    ax.set_title("Which settings mattered")
     return ax
 
 

@@ -67,8 +67,10 @@ def run_point(point: SweepPoint, point_hash: str, job: PointJob, kernel: WarmKer
         "beir": path_str(job.spec.beir), "split": job.spec.split, "max_queries": job.spec.max_queries,
         "store": str(job.store_dir), "tracking_uri": tracker.uri, "experiment": job.experiment,
         "run_name": point.label, "run_id": run_id, "parent_run_id": job.parent_run_id, "point_hash": point_hash,
-        "log_to_mlflow": True,
+        "log_to_mlflow": True, "query_ids": list(point.query_ids) if point.query_ids is not None else None,
     }
+    if point.query_ids is not None:  # a search's fidelity: how many queries this run scores
+        tracker.log(run_id, params={"fidelity_queries": len(point.query_ids)})
     error = None
     metrics: dict[str, float] = {}
     executed_at = time.perf_counter()

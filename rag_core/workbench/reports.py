@@ -30,7 +30,10 @@ if TYPE_CHECKING:
     from rag_core.workbench.evaluation import EvalRun
     from rag_core.workbench.honest import WinnerReport
     from rag_core.workbench.judge_calibration import Calibration
+    from rag_core.workbench.cost import CostEstimate
+    from rag_core.workbench.search import SearchHistory
     from rag_core.workbench.sweep import SweepResult
+    from rag_core.workbench.sweep_file import SweepSpec
 
 
 # --- a query -------------------------------------------------------------------------------------
@@ -174,6 +177,7 @@ def format_sweep(result: "SweepResult") -> str:
         table,
         *([VS_BEST_LEGEND] if "vs best" in result.table else []),
         "",
+        *([format_search(result.search), ""] if result.search else []),
         *([format_holdout(result.holdout), ""] if result.holdout else []),
         f"Work: {int(work['sweep/points'])} points, {int(work['sweep/distinct_chunkings'])} distinct chunkings, "
         f"{int(work['sweep/dense_indexes_built'])} dense indexes built, {int(work['sweep/chunks_embedded'])} chunks "
@@ -245,3 +249,62 @@ def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str
     return ["  ".join(str(cell).ljust(width) if i == 0 else str(cell).rjust(width)
                       for i, (cell, width) in enumerate(zip(row, widths)))
             for row in [header, *rows]]
+
+
+# --- a search and its estimated cost -------------------------------------------------------------
+def search_summary(history: "SearchHistory") -> dict:
+    """What a search did, for ``sweep --json``."""
+    best = history.best
+    return {"strategy": history.strategy, "study": history.study_name, "storage": history.storage,
+            "budget": history.budget, "rungs": list(history.rungs), "stopped": history.stopped,
+            "spent_points": history.spent_points, "spent_seconds": history.spent_seconds, "counts": history.counts(),
+            "optimizer_seconds_per_trial": history.metrics()["search/optimizer_seconds_per_trial"],
+            "best": {"trial": best.number, "settings": best.changes, "value": best.value, "queries": best.queries}
+            if best else None}
+
+
+def format_search(history: "SearchHistory") -> str:
+    """What the search did: trials by outcome, what it spent, where the study is, the winner."""
+    counts = ", ".join(f"{count} {status}" for status, count in sorted(history.counts().items()))
+    best = history.best
+    rungs = f" in rungs of {'/'.join(map(str, history.rungs))} queries" if len(history.rungs) > 1 else ""
+    lines = [f"Search ({history.strategy}{rungs}): {len(history.trials)} trials ({counts}); spent "
+             f"{history.spent_points:.1f} points and {history.spent_seconds:.0f} s of the budget "
+             f"({', '.join(f'{key} {value:g}' for key, value in history.budget.items())}); stopped: {history.stopped}",
+             f"  optimizer: {history.metrics()['search/optimizer_seconds_per_trial'] * 1000:.0f} ms per trial; "
+             f"study {history.study_name!r} in {history.storage} (run the command again to resume or continue)"]
+    if best:
+        settings = " ".join(f"{key}={value}" for key, value in best.changes.items())
+        lines.append(f"  best: trial {best.number} ({settings}): {best.value:.3f} on {best.queries} tuning queries")
+    return "\n".join(lines)
+
+
+def format_estimate(spec: "SweepSpec", cost: "CostEstimate", host: str, all_queries: int) -> str:
+    """``sweep --dry-run``: the space, what must be embedded, the estimated time and LLM cost."""
+    def duration(seconds: float | None) -> str:
+        if seconds is None:
+            return "unknown"
+        return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+    budget = f", budget {cost.budget}" if cost.budget else ""
+    size = f"{cost.space_size:,} configurations" if cost.space_size is not None else "a continuous space"
+    lines = [f"Dry run of sweep {spec.name!r} (strategy {cost.strategy}{budget}): nothing is run.",
+             f"  space: {size}" + ("" if cost.strategy == "grid" else ": " + "; ".join(spec.space.describe())),
+             f"  queries per full evaluation: {cost.queries} (of {all_queries})",
+             f"  chunkings: {cost.chunkings if cost.chunkings is not None else 'many'} distinct; embedding models: "
+             f"{', '.join(cost.models) or 'none (BM25 only)'}"]
+    if cost.to_embed:
+        limit = f"; max_new_chunkings {cost.embed_limit}" if cost.embed_limit is not None else ""
+        lines.append(f"  to embed: {len(cost.to_embed)} dense index(es) not in the store{limit}:")
+        lines += [f"    {need.label}: ~{need.chunks:,} chunks, {duration(need.seconds)}" for need in cost.to_embed]
+    else:
+        lines.append("  to embed: nothing (every dense index is in the store)")
+    warm = ", ".join(f"{mode} {duration(seconds) if seconds is None or seconds >= 1 else f'{seconds:.2f} s'}"
+                     for mode, seconds in cost.warm_seconds.items())
+    evaluations = f"{cost.evaluations:g}" if cost.evaluations is not None else "as many as the seconds allow"
+    lines.append(f"  evaluations: {evaluations}; warm time per evaluation: {warm}; embedding: {duration(cost.cold_seconds)}")
+    lines.append(f"  estimated time: {duration(cost.total_seconds)} on one worker (throughputs measured on {host}; "
+                 f"provisional: a shared or busy machine is slower)")
+    lines.append(f"  LLM: {cost.llm or 'none (no LLM query expansion in the space; sweeps do not run the judge)'}")
+    lines += [f"  note: {note}" for note in cost.notes]
+    return "\n".join(lines)

@@ -36,18 +36,20 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from rag_core.config import ConfigError
 from rag_core.evaluate.evaluator import golden_fingerprint
+from rag_core.workbench.cost import record_runs
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome, run_point
+from rag_core.workbench.search_run import run_search
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
 from rag_core.workbench.sweep_report import plan_holdout, sweep_table
+from rag_core.workbench.sweep_result import SweepResult
 from rag_core.workbench.sweep_runs import finished_points, log_parent_summary, parent_run
 
 TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
@@ -55,42 +57,21 @@ UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
 EXECUTORS = ("local", "ray")
 
 
-@dataclass
-class SweepResult:
-    name: str
-    experiment: str
-    parent_run_id: str
-    resumed: bool  # an earlier parent run of this sweep was picked up again
-    outcomes: list[PointOutcome]
-    skipped_invalid: list[str]
-    unavailable: str | None  # why points were not run (their model cannot be loaded), or None
-    work: dict[str, float]  # the sweep/* metrics logged on the parent
-    table: Any  # pandas.DataFrame: the comparison, best first
-    primary_metric: str
-    output_dir: Path
-    tracking_uri: str
-    holdout: Any = None  # rag_core.workbench.honest.WinnerReport when the sweep held out queries
-
-    @property
-    def executed(self) -> list[PointOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status in (RunStatus.FINISHED, RunStatus.FAILED)]
-
-    @property
-    def failed(self) -> list[PointOutcome]:
-        return [outcome for outcome in self.outcomes if outcome.status == RunStatus.FAILED]
-
-
 def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, output_dir: str | Path | None = None,
               tracking_uri: str | None = None, echo: Callable[[str], None] = print,
               notebook: Path = NOTEBOOK, rerun: bool = False, executor: str = "local",
               ray_address: str | None = None) -> SweepResult:
     """Run every point of `spec` not finished before (every point, under a new parent run, with
-    `rerun`); return the outcomes and the comparison table. `executor` "ray" runs index builds and
+    `rerun`); return the outcomes and the comparison table. A search (strategy tpe or halving) runs
+    the points Optuna picks instead (``search_run.run_search``). `executor` "ray" runs index builds and
     points on the Ray cluster at `ray_address` (``rag_core.workbench.ray_executor``)."""
     if workers < 1:
         raise ConfigError(f"--workers must be at least 1, got {workers}")
     if executor not in EXECUTORS:
         raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    if spec.search.is_search:  # strategy tpe or halving: Optuna picks the points
+        return run_search(spec, store_dir, workers=workers, output_dir=output_dir, tracking_uri=tracking_uri, echo=echo,
+                          notebook=notebook, rerun=rerun, executor=executor, ray_address=ray_address)
     started = time.perf_counter()
     store_dir = Path(store_dir).resolve()
     tracker = Tracker.at(tracking_uri)
@@ -184,6 +165,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     if remote is not None:
         work["sweep/points_retried"] = float(retried)  # attempts lost with their worker, run again
         tracker.log(parent_id, metrics={"sweep/points_retried": float(retried)})
+    record_runs(store_dir, tracker.child_runs(experiment, parent_id))  # this machine's throughputs, for --dry-run
     table, holdout = sweep_table(tracker, experiment, parent_id, spec, plan, outcomes, TABLE_METRICS)
     with tempfile.TemporaryDirectory(prefix="rag-sweep-") as temp:
         folder = Path(temp)

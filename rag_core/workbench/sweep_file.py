@@ -18,6 +18,9 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
     holdout: 0.3                          # optional: hold out 30% of the queries (rag_core.workbench.holdout)
     holdout_seed: 7                       # optional (0): which queries are held out
     select: one_se                        # optional (max): how the winner is chosen (rag_core.workbench.selection)
+    strategy: tpe                         # optional: grid (default), tpe or halving; with budget, max_new_chunkings,
+    budget: 40                            #   search_seed, halving (rag_core.workbench.search_space); the grid
+                                          #   block is then the search space, ranges {low, high, step|log} allowed
 
 Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, setting flags, a listed
 point's settings, grid values. ``points`` measures techniques alone and combined without running
@@ -25,7 +28,9 @@ their whole cartesian product.
 Unknown keys and settings are errors naming the key; a point whose combination is invalid
 (``overlap >= chunk_size``) is skipped with a message. Points are ordered so that those sharing a
 chunking run one after another (their index and retrieval candidates are shared).
-Left out: random or Bayesian search.
+A search (``strategy: tpe`` or ``halving``) samples its points instead of running them all
+(``rag_core.workbench.search``); its space is ``search_space``, and its hash leaves the budget out, so
+raising the budget continues the same search.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ import functools
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -47,23 +52,26 @@ from rag_core.ingest.chunking import chunker_key
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
 from rag_core.workbench.holdout import check_holdout
+from rag_core.workbench.search_space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
 from rag_core.workbench.selection import check_select
 
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
               "primary_metric", "plugins", "base", "grid", "points",
-              "holdout", "holdout_seed", "select")
+              "holdout", "holdout_seed", "select", "strategy", "budget", "max_new_chunkings", "search_seed", "halving")
 
 
 # --- the sweep file -----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class SweepPoint:
-    number: int  # 1-based, in grid order
+    number: int  # 1-based, in grid order (a search: its trial number + 1)
     changes: dict[str, Any]  # setting -> the grid value of this point
     config: RagConfig
+    query_ids: tuple[str, ...] | None = None  # evaluate on these golden queries only (a search's fidelity); None: all
 
     @property
     def label(self) -> str:
-        return " ".join(f"{key}={value}" for key, value in self.changes.items()) or "base"
+        label = " ".join(f"{key}={value}" for key, value in self.changes.items()) or "base"
+        return label if self.query_ids is None else f"{label} [{len(self.query_ids)} queries]"
 
     @property
     def file_stem(self) -> str:
@@ -117,12 +125,19 @@ class SweepSpec:
     holdout_seed: int = 0
     listed: tuple[dict[str, Any], ...] = ()  # the file's ``points``: settings of each listed point
     select: str = "max"  # the selection rule: max | one_se (not in the hash: changing it re-runs no point)
+    ranges: dict[str, RangeAxis] = field(default_factory=dict)  # a search's range axes (a grid's are in `grid`)
+    search: SearchSettings = field(default_factory=SearchSettings)  # strategy grid: every point is run
 
     @property
     def axes(self) -> list[str]:
         """The settings that vary between points: the grid's, then those of the listed points."""
-        listed = [key for point in self.listed for key in point if key not in self.grid]
-        return list(self.grid) + list(dict.fromkeys(listed))
+        listed = [key for point in self.listed for key in point if key not in self.grid and key not in self.ranges]
+        return list(self.grid) + list(self.ranges) + list(dict.fromkeys(listed))
+
+    @property
+    def space(self) -> SearchSpace:
+        """What a search samples from: the categorical axes, the ranges and the listed points."""
+        return SearchSpace(self.grid, self.ranges, self.listed)
 
     @functools.cached_property
     def _points(self) -> tuple[list[SweepPoint], list[str]]:
@@ -153,7 +168,11 @@ class SweepSpec:
     @functools.cached_property
     def hash(self) -> str:
         """Identifies the sweep's runs: its name, data and the resolved settings of every point (not
-        the file's formatting)."""
+        the file's formatting). A search: its space and strategy, not its budget."""
+        if self.search.is_search:
+            held_out = {"holdout": [self.holdout, self.holdout_seed]} if self.holdout is not None else {}
+            return digest({"name": self.name, "data": self.data_identity(), "base": self.base,
+                           "space": self.space.identity(), "search": self.search.identity(), **held_out})
         settings = sorted(json.dumps(point.config.as_params(), sort_keys=True) for point in self._points[0])
         held_out = {"holdout": [self.holdout, self.holdout_seed]} if self.holdout is not None else {}
         return digest({"name": self.name, "data": self.data_identity(), "points": settings, **held_out})
@@ -197,11 +216,8 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     plugins = list(dict.fromkeys([*(given.split(",") if isinstance(given, str) else given), *plugins]))
     if plugins:  # every point's config names them: notebooks import them, runs record them
         base["plugins"] = plugins
-    grid: dict[str, tuple] = {}
-    for key, values in (data.get("grid") or {}).items():
-        if not isinstance(values, list) or not values:
-            raise ConfigError(f"{path}: grid.{key} must be a non-empty list of values")
-        grid[key] = tuple(values)
+    search = parse_search(data, str(path))
+    grid, ranges = parse_axes(data.get("grid"), search.strategy, str(path))
 
     folder = path.resolve().parent
     resolve = lambda value: (folder / str(value)).resolve() if value is not None else None  # noqa: E731
@@ -221,9 +237,16 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
         primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,
         holdout=holdout, holdout_seed=holdout_seed, listed=tuple(dict(point or {}) for point in listed),
         select=check_select(data.get("select"), str(path)),
+        ranges=ranges, search=search,
     )
-    points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
-    quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(points[0].config.metrics_k)}
+    if search.is_search:  # a space is sampled, not enumerated: each value must be able to make a valid point
+        check_space(spec.space, base, str(path))
+        metrics_k = load_config(None, {"metrics_k": base["metrics_k"]}).metrics_k if "metrics_k" in base \
+            else RagConfig().metrics_k
+    else:
+        points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
+        metrics_k = points[0].config.metrics_k
+    quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(metrics_k)}
     if spec.primary_metric not in quality:
         raise ConfigError(f"{path}: primary_metric {spec.primary_metric!r} is not a retrieval metric; "
                           f"choose one of {', '.join(sorted(quality))}")

@@ -22,6 +22,14 @@ from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources
 from rag_core.retrieve.vector_stores import manifest_key
 
 
+def manifest_name(model: str, context_key: Any, vector_store: str) -> str:
+    """``dense-<key>``: the name of the manifest of embedding model `model` (its cache name) under a
+    chunk context and a vector store; the manifest's presence says the collection is complete."""
+    context = (context_key,) if context_key else ()
+    store_key = manifest_key(vector_store)
+    return f"dense-{digest_key(model, *context, *(() if store_key is None else (store_key,)))}"
+
+
 class DenseRetriever(Retriever):
     def __init__(self, name: str, config: Any, resources: Resources) -> None:
         super().__init__(name, config, resources)
@@ -35,10 +43,7 @@ class DenseRetriever(Retriever):
     def cache_key(self, chunks: ChunkSet) -> str:
         """The manifest's name: the model as used (after any fallback, with its backend), the chunk
         context and the vector store (unless it is the embedded default, keyed as before)."""
-        context = (chunks.context_key,) if chunks.context_key else ()
-        store_key = manifest_key(self.config.vector_store)
-        store = () if store_key is None else (store_key,)
-        return f"dense-{digest_key(self.embedder.cache_name, *context, *store)}"
+        return manifest_name(self.embedder.cache_name, chunks.context_key, self.config.vector_store)
 
     def build(self, chunks: ChunkSet) -> None:
         if self.collection is not None:
