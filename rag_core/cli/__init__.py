@@ -119,10 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
                             "a cluster started on this machine with `ray start`, else a new local one)")
     _add_common(sweep)
 
-    from rag_core.cli import calibrate, make_golden  # argparse only; the work is imported when a command runs
+    from rag_core.cli import calibrate, finetune, make_golden  # argparse only; the work is imported when a command runs
 
     make_golden.add_parser(commands, _add_common)
     calibrate.add_parser(commands, _add_common)
+    finetune.add_parser(commands, _add_common)
     from rag_core.cli.tune_fusion import add_parser as add_tune_fusion
 
     add_tune_fusion(commands)
@@ -210,6 +211,12 @@ def cmd_calibrate_judge(args: argparse.Namespace) -> int:
     return run_calibrate_command(args, config_from_args(args))
 
 
+def cmd_finetune(args: argparse.Namespace) -> int:
+    from rag_core.cli.finetune import run_finetune_command
+
+    return run_finetune_command(args, config_from_args(args), store_from_args(args))
+
+
 def cmd_tune_fusion(args: argparse.Namespace) -> int:
     from rag_core.cli.tune_fusion import run_tune_fusion_command
 
@@ -219,6 +226,7 @@ def cmd_tune_fusion(args: argparse.Namespace) -> int:
 _COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "ingest": cmd_ingest, "query": cmd_query, "eval": cmd_eval, "sweep": cmd_sweep,
     "make-golden": cmd_make_golden, "calibrate-judge": cmd_calibrate_judge, "tune-fusion": cmd_tune_fusion,
+    "finetune": cmd_finetune,
 }
 
 

@@ -18,6 +18,7 @@ from rag_core.config import RagConfig
 from rag_core.evaluate.evaluation import EvalReport
 from rag_core.evaluate.metrics import metric_names
 from rag_core.evaluate.relevance import LEVELS
+from rag_core.finetune.fingerprints import trained_on_warnings
 from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
 
 MLFLOW_UI_URL = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves the UI
@@ -79,6 +80,9 @@ def run_eval_command(args: argparse.Namespace, config: RagConfig, store_dir: Pat
                                       experiment=args.experiment, judge=args.judge, progress=True,
                                       where=parse_where(getattr(args, "where", None) or []))
     report = evaluation.report
+    for line in trained_on_warnings([report.params.get("embed_model_used", ""), report.params.get("rerank_model_used", "")],
+                                    {query.id: query.query for query in inputs.queries}):
+        print(f"warning: {line}", file=sys.stderr)
     if args.per_query:
         import pandas as pd
 
