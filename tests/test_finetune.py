@@ -9,7 +9,7 @@ import random
 
 import numpy as np
 import pytest
-from finetune_fixtures import KEYWORDS, topic_beir  # noqa: F401 - fixture
+from finetune_fixtures import KEYWORDS, tiny_bert, topic_beir  # noqa: F401 - fixtures
 from scipy.stats import ttest_rel
 
 from rag_core.config import ConfigError, RagConfig
@@ -140,8 +140,41 @@ def test_training_rows_in_each_layout():
     assert tuples["negative_1"] == ["n1", "n3"]
 
 
+def test_lce_loss_is_the_cross_entropy_of_each_positive_within_its_group(tiny_bert):  # noqa: F811
+    import torch
+    from sentence_transformers.cross_encoder import CrossEncoder
+
+    from rag_core.finetune.losses import loss_spec
+
+    model = CrossEncoder(str(tiny_bert), num_labels=1, max_length=48, activation_fn=torch.nn.Identity())
+    model.eval()  # no dropout: the loss and predict see the same scores
+    torch.manual_seed(0)
+    queries = ["river bank?", "engine fuel?"]
+    docs = [["river bank water", "engine piston", "violin bow"], ["engine fuel piston", "river flow"]]
+    pairs = [(query, doc) for query, group in zip(queries, docs) for doc in group]
+    with torch.no_grad():  # a random tiny BERT scores all pairs nearly alike: standardise [CLS] in the pooler
+        cls = model.model.bert(**model.tokenizer(*map(list, zip(*pairs)), padding=True, return_tensors="pt"))
+        cls = cls.last_hidden_state[:, 0]
+        model.model.bert.pooler.dense.weight.copy_(torch.diag(1.0 / cls.std(0)))
+        model.model.bert.pooler.dense.bias.copy_(-cls.mean(0) / cls.std(0))
+        model.model.classifier.weight.normal_(0.0, 1.0)
+    with torch.no_grad():
+        value = float(loss_spec("reranker", "lce").build(model, 2)(
+            [queries, docs], [torch.tensor([1, 0, 0]), torch.tensor([1, 0])]))
+    by_hand = []
+    for query, group in zip(queries, docs):  # -log softmax(scores)[positive], the positive first
+        scores = np.asarray(model.predict([(query, doc) for doc in group]), dtype=np.float64)
+        by_hand.append(np.log(np.exp(scores).sum()) - scores[0])
+        assert np.ptp(scores) > 0.5
+    assert np.isclose(value, np.mean(by_hand), atol=1e-4)
+    with torch.no_grad():  # ListNet's soft target gives another value on the same scores
+        listnet = float(loss_spec("reranker", "listnet").build(model, 2)(
+            [queries, docs], [torch.tensor([1, 0, 0]), torch.tensor([1, 0])]))
+    assert not np.isclose(listnet, value, atol=1e-4)
+
+
 def test_settings_are_checked_and_name_the_setting():
-    assert TrainSettings.for_kind("reranker").loss == "listnet"
+    assert TrainSettings.for_kind("reranker").loss == "lce"
     assert TrainSettings.for_kind("embedder", learning_rate=1e-5, epochs=None).learning_rate == 1e-5
     for bad in ({"learning_rate": 0.0}, {"batch_size": 0}, {"warmup": 1.0}, {"epochs": float("nan")},
                 {"device": "tpu"}):

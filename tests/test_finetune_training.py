@@ -111,7 +111,7 @@ def test_mlflow_run_holds_params_curves_and_the_model(topic_beir, tiny_bert, tmp
                            tmp_path / "store", tracking_uri=uri)
     client = MlflowClient(uri)
     run = client.get_run(outcome.run_id)
-    assert run.data.params["kind"] == "reranker" and run.data.params["finetune_loss"] == "listnet"
+    assert run.data.params["kind"] == "reranker" and run.data.params["finetune_loss"] == "lce"
     assert run.data.params["train_queries"] == "7" and run.data.params["base_model"] == str(tiny_bert)
     curve = client.get_metric_history(outcome.run_id, "validation/ndcg_at_10")
     assert sorted(point.step for point in curve) == [0, 1, 2]

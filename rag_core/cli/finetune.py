@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rag_core.config import ConfigError, RagConfig
-from rag_core.finetune.losses import DEFAULT_LOSS, LOSSES
+from rag_core.finetune.losses import LOSSES
 from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, TrainSettings
 
 DESCRIPTION = {

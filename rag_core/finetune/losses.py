@@ -3,10 +3,14 @@ when one is built, so that listing them (``rag-pipeline finetune --help``) stays
 
 Re-ranker (``CrossEncoder``) losses, with the layout of the rows each reads:
 
-- ``listnet`` (listwise; the default): softmax cross-entropy over a group (the positive and its hard
-  negatives). With one relevant passage per group this is the localized contrastive estimation of Gao,
-  Dai & Callan, "Rethink Training of BERT Rerankers in Multi-Stage Retrieval Pipeline" (ECIR 2021),
-  which beats pointwise training on the same negatives; ListNet is Cao et al., ICML 2007.
+- ``lce`` (listwise; the default): softmax cross-entropy over a group (the positive and its hard
+  negatives) with the relevant passage as the target: the localized contrastive estimation of Gao, Dai
+  & Callan, "Rethink Training of BERT Rerankers in Multi-Stage Retrieval Pipeline" (ECIR 2021), which
+  beats pointwise training on the same negatives. It is ListNet's loss with log-labels (0 for relevant,
+  -inf for the rest), so that the target distribution is one-hot.
+- ``listnet`` (listwise): ListNet (Cao et al., ICML 2007) as sentence-transformers has it: the target
+  is softmax(labels), which for binary labels is soft (0.475 for the positive of a group of four), so
+  the loss can fall only from ln 4 = 1.386 (uniform scores) to 1.268 (the target's entropy): a weak signal.
 - ``lambda`` (listwise): LambdaLoss with the NDCG-Loss2++ weights (Wang et al., CIKM 2018).
 - ``bce`` (pointwise): binary cross-entropy on each (query, passage) pair, monoBERT's loss (Nogueira &
   Cho, 2019).
@@ -48,6 +52,19 @@ def _cross_encoder(name: str, **options: Any) -> Callable[[Any, int], Any]:
     return build
 
 
+def _lce(model: Any, negatives: int) -> Any:
+    import torch
+    from sentence_transformers.cross_encoder.losses import ListNetLoss
+
+    class LocalizedContrastiveLoss(ListNetLoss):
+        """ListNet with log-labels: softmax(log 1, log 0, ...) is the one-hot target of LCE."""
+
+        def forward(self, inputs: Any, labels: Any, **options: Any) -> Any:
+            return super().forward(inputs, [torch.log(label.float()) for label in labels], **options)
+
+    return LocalizedContrastiveLoss(model)
+
+
 def _bi_encoder(name: str, **options: Any) -> Callable[[Any, int], Any]:
     def build(model: Any, negatives: int) -> Any:
         from sentence_transformers.sentence_transformer import losses
@@ -57,6 +74,7 @@ def _bi_encoder(name: str, **options: Any) -> Callable[[Any, int], Any]:
 
 
 RERANKER_LOSSES: dict[str, LossSpec] = {
+    "lce": LossSpec("listwise", _lce),
     "listnet": LossSpec("listwise", _cross_encoder("ListNetLoss")),
     "lambda": LossSpec("listwise", _cross_encoder("LambdaLoss")),
     "bce": LossSpec("pointwise", _cross_encoder("BinaryCrossEntropyLoss")),
@@ -68,7 +86,6 @@ EMBEDDER_LOSSES: dict[str, LossSpec] = {
     "cmnrl": LossSpec("tuples", _bi_encoder("CachedMultipleNegativesRankingLoss", mini_batch_size=CACHED_MINI_BATCH)),
 }
 LOSSES = {"reranker": RERANKER_LOSSES, "embedder": EMBEDDER_LOSSES}
-DEFAULT_LOSS = {"reranker": "listnet", "embedder": "mnrl"}
 
 
 def loss_spec(kind: str, name: str) -> LossSpec:

@@ -21,7 +21,7 @@ DEVICES = ("auto", "cpu", "cuda")
 NEGATIVE_SOURCES = ("bm25", "dense", "hybrid")  # retrieval modes that hard negatives can be mined with
 # kind -> the settings that differ from TrainSettings' defaults (measured on SciFact: README, Fine-tuning)
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {
-    "reranker": {"loss": "listnet", "learning_rate": 5e-5, "head_learning_rate": 1e-3, "batch_size": 8,
+    "reranker": {"loss": "lce", "learning_rate": 5e-5, "head_learning_rate": 1e-3, "batch_size": 8,
                  "negatives": 7},
     "embedder": {"loss": "mnrl", "learning_rate": 2e-5, "batch_size": 32, "negatives": 1},
 }
