@@ -1,7 +1,7 @@
 """Fine-tune a cross-encoder (re-ranker) on training queries with hard negatives.
 
 The model is a sentence-transformers ``CrossEncoder`` with one output (a raw logit, as the workbench
-scores with), trained by ``CrossEncoderTrainer`` with one of ``losses.RERANKER_LOSSES`` (``listnet``,
+scores with), trained by ``CrossEncoderTrainer`` with one of ``losses.RERANKER_LOSSES`` (``lce``,
 the default, is softmax cross-entropy over the positive and its hard negatives).
 
 The base model is a cross-encoder, or a bi-encoder's body (e.g. the packaged all-MiniLM-L6-v2), which
