@@ -14,7 +14,7 @@ from scipy.stats import ttest_rel
 
 from rag_core.config import ConfigError, RagConfig
 from rag_core.evaluate.golden import Evidence, GoldenQuery
-from rag_core.finetune.data import TrainingQuery, TrainTestOverlap, build_training_set, ensure_disjoint
+from rag_core.finetune.data import TrainingQuery, TrainTestOverlap, build_training_set, ensure_disjoint, split_by_text
 from rag_core.finetune.fingerprints import (
     TRAINING_FILE, check_trained_on, model_cache_name, normalise_query, query_fingerprint, trained_on_warnings,
     weights_fingerprint, write_training_queries,
@@ -68,6 +68,16 @@ def test_ensure_disjoint_refuses_shared_ids_and_shared_texts():
 
 
 # --- weights fingerprints: cache keys that tell two trainings in one folder apart ---------------
+def test_split_by_text_keeps_queries_with_the_same_text_on_one_side():
+    queries = [_query(f"q{i}", f"claim number {i}") for i in range(20)]
+    queries += [_query("dup-a", "The same claim."), _query("dup-b", "the same  CLAIM")]  # SciFact has such pairs
+    for seed in range(10):
+        kept, held = split_by_text(queries, 0.3, seed, lambda query: query.query)
+        assert len(kept) + len(held) == 22 and len(held) in (6, 7)  # round(0.3 * 21 distinct texts) = 6, one may be a pair
+        assert ({"dup-a", "dup-b"} <= {q.id for q in held}) or ({"dup-a", "dup-b"} <= {q.id for q in kept})
+        ensure_disjoint(kept, held, "--holdout")  # never refused
+
+
 def test_weights_fingerprint_follows_the_weights_not_the_folder(tmp_path):
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / "model.safetensors").write_bytes(b"weights-1")

@@ -99,9 +99,9 @@ def _add_kind_arguments(parser: argparse.ArgumentParser, kind: str) -> None:
 
 def run_finetune_command(args: argparse.Namespace, config: RagConfig, store_dir: Path) -> int:
     from rag_core.evaluate.golden import load_golden
+    from rag_core.finetune.data import split_by_text
     from rag_core.finetune.run import FinetuneJob, run_finetune
     from rag_core.workbench.evaluation import load_eval_inputs
-    from rag_core.workbench.holdout import split_queries
 
     kind = args.finetune_kind
     settings = TrainSettings.for_kind(kind, **{name: getattr(args, f"train_{name}") for name in SETTING_FLAGS})
@@ -122,10 +122,8 @@ def run_finetune_command(args: argparse.Namespace, config: RagConfig, store_dir:
         elif args.holdout is not None:
             if not 0 < args.holdout < 1:
                 raise ConfigError(f"--holdout must be a share of the queries between 0 and 1, got {args.holdout}")
-            split = split_queries([query.id for query in queries], args.holdout, args.holdout_seed)
-            held_out = set(split.held_out)
-            tests = tuple(query for query in queries if query.id in held_out)
-            queries, test_name = tuple(query for query in queries if query.id not in held_out), "--holdout"
+            queries, tests = split_by_text(queries, args.holdout, args.holdout_seed, lambda query: query.query)
+            test_name = "--holdout"
         job = FinetuneJob(kind, tuple(queries), inputs.corpus, f"{inputs.corpus_name} {inputs.golden_name}",
                           Path(args.out), settings, args.negatives_from, args.negatives_depth, args.validation_share,
                           args.base_model, tuple(tests), test_name)

@@ -6,8 +6,9 @@ over the configured chunking), so training sees exactly what ``eval`` scores. It
 the workbench's own first stage returns for it (``Pipeline.candidates`` with ``mode`` set to the
 negatives' source: ``bm25``, ``dense`` or ``hybrid``, and ``retrieve_depth`` to their depth), best
 first: hard negatives are drawn from them (``rag_core.finetune.mining``), and validation re-ranks them.
-The validation queries are held out from the training queries by a seeded hash of their ids
-(``rag_core.workbench.holdout.split_queries``), so adding queries moves few of the old ones.
+The validation queries are held out from the training queries by a seeded hash of their normalised texts
+(``split_by_text``, over ``rag_core.workbench.holdout.split_queries``), so adding queries moves few of
+the old ones and queries with the same text stay on one side.
 
 Shapes: ``TrainingQuery(id, text, positives=(chunk ids), candidates=(chunk ids, best first))`` and
 ``passages``: chunk id -> the text the model reads (the chunk's text for a re-ranker, what the index
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence, TypeVar
 
 from rag_core.config import ConfigError, RagConfig
 from rag_core.evaluate.golden import GoldenQuery
@@ -32,6 +33,7 @@ from rag_core.progress import progress
 from rag_core.retrieve.pipeline import Pipeline
 from rag_core.workbench.holdout import split_queries
 
+Q = TypeVar("Q")
 PASSAGE_KINDS = ("text", "indexed")  # what a model reads: the chunk's text (re-ranker) or its indexed text (embedder)
 
 
@@ -70,6 +72,16 @@ def ensure_disjoint(training: Sequence[GoldenQuery], test: Sequence[GoldenQuery]
                                "train on other queries (another golden set, or another BEIR split)")
 
 
+def split_by_text(queries: Sequence[Q], share: float, seed: int, text: Callable[[Q], str]) -> tuple[list[Q], list[Q]]:
+    """(kept, held out): `share` of the distinct normalised query texts held out by ``split_queries`` (a seeded
+    hash), so that queries with the same text (SciFact's train split has two such pairs under different ids)
+    fall on the same side and never trip ``ensure_disjoint``."""
+    keys = [query_fingerprint(text(query)) for query in queries]
+    held_out = set(split_queries(keys, share, seed).held_out)
+    return ([query for query, key in zip(queries, keys) if key not in held_out],
+            [query for query, key in zip(queries, keys) if key in held_out])
+
+
 def build_training_set(queries: Sequence[GoldenQuery], corpus: Corpus, store_dir: str | Path, config: RagConfig, *,
                        negatives_from: str = "bm25", depth: int = 30, validation_share: float = 0.15,
                        seed: int = 0, passage_kind: str = "text", show_progress: bool = False) -> TrainingSet:
@@ -95,9 +107,7 @@ def build_training_set(queries: Sequence[GoldenQuery], corpus: Corpus, store_dir
     if len(found) < 2:
         raise ConfigError(f"fine-tuning needs at least 2 queries with a relevant chunk, found {len(found)} "
                           f"(of {len(queries)} queries)")
-    split = split_queries([query.id for query in found], validation_share, seed)
-    held_out = set(split.held_out)
+    train, validation = split_by_text(found, validation_share, seed, lambda query: query.text)
     texts = pipeline.index.indexed_texts() if passage_kind == "indexed" else [chunk.text for chunk in chunks]
     passages = dict(zip((chunk.id for chunk in chunks), texts))
-    return TrainingSet(tuple(q for q in found if q.id not in held_out), tuple(q for q in found if q.id in held_out),
-                       passages, negatives_from, depth)
+    return TrainingSet(tuple(train), tuple(validation), passages, negatives_from, depth)
