@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """0 on success; bad input raises (``rag_core.cli`` maps it to exit code 2)."""
     config, store_dir = config_from_args(args), store_from_args(args)  # settings errors, before anything runs
+    from rag_core.finetune.fingerprints import trained_on_warnings
     from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
     from rag_core.workbench.reports import format_eval_report
     from rag_core.workbench.tracking import TrackingTarget
@@ -52,6 +53,9 @@ def run(args: argparse.Namespace) -> int:
         evaluation = evaluate_and_log(config, inputs, store_dir, tracking=tracking, judge=args.judge, progress=True,
                                       where=parse_where(args.where))
     report = evaluation.report
+    for line in trained_on_warnings([report.params.get("embed_model_used", ""), report.params.get("rerank_model_used", "")],
+                                    {query.id: query.query for query in inputs.queries}):
+        print(f"warning: {line}", file=sys.stderr)
     if args.per_query:
         import pandas as pd
 

@@ -15,7 +15,7 @@ Left out: JSON output (each command's ``--json`` prints its records as they are)
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.evaluate.metrics import metric_names
 from rag_core.evaluate.relevance import LEVELS
@@ -307,4 +307,32 @@ def format_estimate(spec: "SweepSpec", cost: "CostEstimate", host: str, all_quer
                  f"provisional: a shared or busy machine is slower)")
     lines.append(f"  LLM: {cost.llm or 'none (no LLM query expansion in the space; sweeps do not run the judge)'}")
     lines += [f"  note: {note}" for note in cost.notes]
+    return "\n".join(lines)
+
+
+# --- fine-tuning ---------------------------------------------------------------------------------
+def format_finetune(outcome: Any, kind: str) -> str:
+    """``rag-pipeline finetune``: where the model is, how it was trained, its learning curve and its
+    held-out comparison. `outcome`: a ``rag_core.finetune.run.FinetuneOutcome`` (fine-tuning sits above
+    this module)."""
+    result, best = outcome.result, outcome.result.best
+    flag = "--rerank-model" if kind == "reranker" else "--embed-model"
+    lines = [f"Fine-tuned {kind}: {result.model_dir} (use it with {flag} {result.model_dir})",
+             f"Base model: {outcome.base.name} ({outcome.base.note})",
+             f"Trained on {len(outcome.data.train)} queries for {result.steps} steps in {result.train_seconds:.0f} s "
+             f"on {result.device} ({result.precision}), peak memory {result.peak_memory_mb:.0f} MB"
+             + (", stopped early" if result.stopped_early else "")
+             + (f", resumed from {result.resumed_from}" if result.resumed_from else ""),
+             f"Validation nDCG@10 ({len(outcome.data.validation)} queries): {result.curve[0].ndcg_at_10:.4f} before "
+             f"training, {best.ndcg_at_10:.4f} at step {best.step} (the model kept)"
+             + ("" if result.beat_base else ": no better than the base model; try other settings"),
+             "Learning curve (step: validation nDCG@10): "
+             + ", ".join(f"{point.step}: {point.ndcg_at_10:.4f}" for point in result.curve)]
+    if outcome.heldout:
+        report = outcome.heldout
+        lines += ["", f"Held-out queries ({report.queries}), {report.metric}:"]
+        lines.append(f"  {report.baseline}: {report.systems[report.baseline][report.metric]:.4f}")
+        lines += [f"  {name}: {comparison}" for name, comparison in report.comparisons.items()]
+    if outcome.run_id:
+        lines.append(f"\nMLflow: run {outcome.run_id} in experiment {outcome.experiment!r} ({outcome.tracking_uri})")
     return "\n".join(lines)

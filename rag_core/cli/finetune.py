@@ -1,0 +1,135 @@
+"""``rag-pipeline finetune reranker|embedder``: train a re-ranker or the embedding model on a golden
+set's (or a BEIR split's) queries, and report it on held-out queries.
+
+Argument parsing and printing only; the work is ``rag_core.finetune.run``. Heavy imports (torch,
+sentence-transformers, MLflow) happen when the command runs, never for ``--help``.
+Left out: hyper-parameter search (run the command per setting, or a sweep over its results).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from dataclasses import fields
+from pathlib import Path
+from typing import Any
+
+from rag_core.cli.common import EXIT_OK, config_from_args, emit, store_from_args
+from rag_core.errors import ConfigError
+from rag_core.finetune.losses import LOSSES
+from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, TrainSettings
+
+NAME = "finetune"
+HELP = "train a re-ranker or the embedding model on your golden set's queries"
+DESCRIPTION = (
+    "KIND reranker: train a cross-encoder (re-ranker) on the queries of a golden set or a BEIR split, with hard "
+    "negatives mined by the workbench's own first stage, a validation split held out from the training queries and "
+    "early stopping on its nDCG@10. The base model is the configured re-ranker, else the embedding model's encoder "
+    "body with a new head (offline: the packaged all-MiniLM-L6-v2). --out DIR is then a model for --rerank-model DIR "
+    "on every --rerank-backend. KIND embedder: train the embedding model (a bi-encoder) likewise, with in-batch and "
+    "hard negatives; --out DIR is then a model for --embed-model DIR (a new dense collection). With --test-golden, "
+    "--test-split or --holdout, the held-out queries are scored without and with the model (a re-ranker also fused "
+    "with the first stage by RRF), with paired significance. Logged as one MLflow run (params, learning curves, the "
+    "model).")
+KINDS = ("reranker", "embedder")
+# TrainSettings field -> (flag, help)
+SETTING_FLAGS = {
+    "loss": ("--loss", "training loss"),
+    "epochs": ("--epochs", "passes over the training queries"),
+    "learning_rate": ("--learning-rate", "peak learning rate of the model's body"),
+    "head_learning_rate": ("--head-learning-rate", "learning rate of a new classification head (0 = --learning-rate)"),
+    "batch_size": ("--batch-size", "query groups (query, positive, negatives) per step"),
+    "negatives": ("--negatives", "hard negatives per (query, positive), drawn from the first stage's top --negatives-depth"),
+    "negatives_skip": ("--negatives-skip", "first-stage ranks never drawn as negatives (unjudged relevant passages sit there)"),
+    "max_length": ("--max-length", "tokens per (query, passage) pair, or per passage for an embedder"),
+    "warmup": ("--warmup", "share of the steps with a rising learning rate"),
+    "eval_steps": ("--eval-steps", "steps between validations and checkpoints"),
+    "patience": ("--patience", "validations without a better nDCG@10 before stopping (0 = never stop early)"),
+    "validation_depth": ("--validation-depth", "first-stage candidates ranked per validation query"),
+    "seed": ("--seed", "seed of the validation split, the negatives, the head and the data order"),
+    "device": ("--device", "auto: a CUDA GPU (bf16 where supported) when present, else the CPU"),
+    "max_steps": ("--max-steps", "stop after this many steps (0 = as many as --epochs take)"),
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("kind", choices=KINDS, metavar="KIND", help="what to train: reranker | embedder")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--golden", metavar="FILE", help="training queries: a golden set (JSONL) over --input or the store")
+    source.add_argument("--beir", metavar="DIR", help="training queries: a BEIR folder's --split qrels")
+    parser.add_argument("--input", metavar="DIR", help="documents of the golden set (default: the store's documents)")
+    parser.add_argument("--split", default="train", help="BEIR qrels split to train on [train]")
+    parser.add_argument("--max-queries", type=int, default=None, metavar="N", help="use only the first N queries")
+    parser.add_argument("--out", required=True, metavar="DIR", help="where the model is written (a model folder)")
+    parser.add_argument("--base-model", metavar="NAME", help="model to start from (default: see above)")
+    test = parser.add_mutually_exclusive_group()
+    test.add_argument("--test-golden", metavar="FILE", help="score these queries without and with the model afterwards "
+                                                            "(refused if any is a training query)")
+    test.add_argument("--test-split", metavar="NAME", help="with --beir: score this split's queries afterwards")
+    test.add_argument("--holdout", type=float, metavar="X", help="hold out this share of the queries as test queries")
+    parser.add_argument("--holdout-seed", type=int, default=0, metavar="N", help="which queries --holdout holds out [0]")
+    parser.add_argument("--validation-share", type=float, default=0.15, metavar="X",
+                        help="share of the training queries held out for validation and early stopping [0.15]")
+    parser.add_argument("--negatives-from", choices=NEGATIVE_SOURCES, default="bm25",
+                        help="first stage that hard negatives are mined from [bm25]")
+    parser.add_argument("--negatives-depth", type=int, default=30, metavar="N",
+                        help="first-stage candidates per query that negatives are drawn from [30]")
+    defaults = {field.name: field.default for field in fields(TrainSettings)}
+    for name, (flag, text) in SETTING_FLAGS.items():
+        kind_of = type(defaults[name]) if name != "loss" else str
+        options: dict[str, Any] = {"choices": sorted({loss for kind in KINDS for loss in LOSSES[kind]})} if name == "loss" \
+            else {"choices": DEVICES} if name == "device" else {"type": kind_of, "metavar": "X" if kind_of is float else "N"}
+        shown = {kind: KIND_DEFAULTS[kind].get(name, defaults[name]) for kind in KINDS}
+        default = shown["reranker"] if shown["reranker"] == shown["embedder"] else \
+            "; ".join(f"{kind} {value}" for kind, value in shown.items())
+        parser.add_argument(flag, dest=f"train_{name}", default=None, help=f"{text} [{default}]", **options)
+    parser.add_argument("--resume", action="store_true", help="continue a stopped training from its last checkpoint")
+    parser.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default: 'finetune KIND | DATA')")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+
+
+def run(args: argparse.Namespace) -> int:
+    config, store_dir = config_from_args(args), store_from_args(args)  # settings errors, before anything runs
+    from rag_core.evaluate.golden import load_golden
+    from rag_core.finetune.data import split_by_text
+    from rag_core.finetune.run import FinetuneJob, run_finetune
+    from rag_core.workbench.evaluation import load_eval_inputs
+
+    kind = args.kind
+    if args.train_loss is not None and args.train_loss not in LOSSES[kind]:
+        raise ConfigError(f"--loss {args.train_loss} is not a {kind} loss; choose one of {', '.join(LOSSES[kind])}")
+    settings = TrainSettings.for_kind(kind, **{name: getattr(args, f"train_{name}") for name in SETTING_FLAGS})
+    if args.test_split and not args.beir:
+        raise ConfigError("--test-split needs --beir (a golden set is tested with --test-golden or --holdout)")
+    if not 0 < args.validation_share < 1:
+        raise ConfigError(f"--validation-share must be between 0 and 1, got {args.validation_share}")
+    with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
+        inputs = load_eval_inputs(input_dir=args.input, golden=args.golden, beir=args.beir, split=args.split,
+                                  store_dir=store_dir, max_queries=args.max_queries, progress=True)
+        queries, tests, test_name = inputs.queries, (), ""
+        if args.test_golden:
+            tests, test_name = tuple(load_golden(args.test_golden, doc_ids=inputs.corpus.by_id)), f"--test-golden {args.test_golden}"
+        elif args.test_split:
+            from rag_core.evaluate.beir import load_beir
+
+            tests, test_name = tuple(load_beir(args.beir, args.test_split)[1]), f"--test-split {args.test_split}"
+        elif args.holdout is not None:
+            if not 0 < args.holdout < 1:
+                raise ConfigError(f"--holdout must be a share of the queries between 0 and 1, got {args.holdout}")
+            queries, tests = split_by_text(queries, args.holdout, args.holdout_seed, lambda query: query.query)
+            test_name = "--holdout"
+        job = FinetuneJob(kind, tuple(queries), inputs.corpus, f"{inputs.corpus_name} {inputs.golden_name}",
+                          Path(args.out), settings, args.negatives_from, args.negatives_depth, args.validation_share,
+                          args.base_model, tuple(tests), test_name)
+        outcome = run_finetune(job, config, store_dir, resume=args.resume, log_to_mlflow=not args.no_mlflow,
+                               experiment=args.experiment, show_progress=True)
+    summary = {"model": str(job.out_dir), "base_model": outcome.base.name, "base_model_note": outcome.base.note,
+               "train_queries": len(outcome.data.train), "validation_queries": len(outcome.data.validation),
+               **outcome.result.summary(), "heldout": outcome.heldout.as_dict() if outcome.heldout else None,
+               "mlflow": {"run_id": outcome.run_id, "experiment": outcome.experiment,
+                          "tracking_uri": outcome.tracking_uri} if outcome.run_id else None}
+    from rag_core.workbench.reports import format_finetune
+
+    emit(args, summary, format_finetune(outcome, kind))
+    return EXIT_OK

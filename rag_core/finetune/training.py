@@ -1,0 +1,199 @@
+"""The training loop both trainers share, around sentence-transformers' trainers (Hugging Face's).
+
+- Validation (``rag_core.finetune.validation``) before the first step and every ``eval_steps``, and
+  early stopping after ``patience`` validations without a better nDCG@10; the best checkpoint is what
+  is saved.
+- Checkpoints under ``<out>/checkpoints/`` every ``eval_steps`` (model, optimizer, scheduler, data
+  order), with ``resume.json`` holding the settings and the training data's fingerprint: a stopped
+  training resumes with ``resume=True`` only when both are unchanged; a directory with another
+  training's checkpoints is refused. The checkpoints are removed once the model is saved.
+- The device: a CUDA GPU when there is one (``device auto``), in bf16 where it supports it (fp16
+  otherwise); the CPU in fp32.
+- A progress bar over the steps, with the last training loss and validation nDCG@10.
+
+Shapes: ``TrainingResult`` (curve: ``CurvePoint`` per validation, losses: (step, loss) per log).
+Left out: several GPUs (Accelerate would run them; untested here), gradient accumulation.
+"""
+
+from __future__ import annotations
+
+import json
+import resource
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from transformers import EarlyStoppingCallback, TrainerCallback
+
+from rag_core.config import ConfigError
+from rag_core.finetune.settings import TrainSettings
+from rag_core.finetune.validation import BEST_METRIC, CurvePoint
+from rag_core.progress import progress
+
+CHECKPOINTS = "checkpoints"
+RESUME_FILE = "resume.json"
+
+
+class CheckpointMismatch(ConfigError):
+    """The output directory holds checkpoints of another training (or of this one, without resume)."""
+
+
+@dataclass(frozen=True)
+class TrainingResult:
+    model_dir: Path
+    steps: int
+    best_step: int  # the checkpoint saved as the model (the best validation nDCG@10 after training began)
+    curve: tuple[CurvePoint, ...]  # validation nDCG@10 by step, the first before any training
+    losses: tuple[tuple[int, float], ...]  # (step, training loss)
+    train_seconds: float
+    peak_memory_mb: float  # peak resident memory of the process (CPU), or peak GPU memory allocated
+    device: str
+    precision: str  # fp32 | bf16 | fp16
+    resumed_from: str | None = None  # the checkpoint this run continued
+    stopped_early: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best(self) -> CurvePoint:
+        """The validation point of the saved model."""
+        return next((point for point in self.curve if point.step == self.best_step), self.curve[-1])
+
+    @property
+    def beat_base(self) -> bool:
+        """Whether the saved model validates better than the model training started from."""
+        return self.best.ndcg_at_10 > self.curve[0].ndcg_at_10
+
+    def summary(self) -> dict[str, Any]:
+        best = self.best
+        return {"steps": self.steps, "best_step": best.step, "best_validation_ndcg@10": best.ndcg_at_10,
+                "beat_base": self.beat_base,
+                "initial_validation_ndcg@10": self.curve[0].ndcg_at_10 if self.curve else None,
+                "train_seconds": self.train_seconds, "peak_memory_mb": self.peak_memory_mb, "device": self.device,
+                "precision": self.precision, "resumed_from": self.resumed_from, "stopped_early": self.stopped_early,
+                "curve": [[p.step, p.epoch, p.ndcg_at_10] for p in self.curve],
+                "losses": [list(item) for item in self.losses], **self.extra}
+
+
+def device_and_precision(device: str) -> tuple[str, str]:
+    """("cuda", "bf16"|"fp16") on a GPU, ("cpu", "fp32") otherwise; `device` is auto, cpu or cuda."""
+    import torch
+
+    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
+        return "cpu", "fp32"
+    if not torch.cuda.is_available():
+        raise ConfigError("device cuda: no CUDA device is available (use --device auto or cpu)")
+    return "cuda", "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+def checkpoint_to_resume(out_dir: Path, settings: TrainSettings, data_fingerprint: str, resume: bool) -> Path | None:
+    """The checkpoint a resumed training continues from (None: start afresh). Checkpoints of another
+    training, or of this one without `resume`, are refused with the way out."""
+    folder = out_dir / CHECKPOINTS
+    found = sorted(folder.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[-1])) if folder.is_dir() else []
+    wanted = {"settings": settings.resume_key(), "data": data_fingerprint}
+    if not found:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / RESUME_FILE).write_text(json.dumps(wanted, indent=1, sort_keys=True))
+        return None
+    try:
+        saved = json.loads((folder / RESUME_FILE).read_text())
+    except (OSError, ValueError):
+        saved = None
+    if saved != wanted:
+        raise CheckpointMismatch(f"{folder} holds checkpoints of a training with other settings or data; "
+                                 f"delete that folder (or choose another --out) to start afresh")
+    if not resume:
+        raise CheckpointMismatch(f"{folder} holds checkpoints of an unfinished training ({found[-1].name}): "
+                                 f"add --resume to continue it, or delete that folder to start afresh")
+    return found[-1]
+
+
+def training_arguments(arguments_class: type, settings: TrainSettings, out_dir: Path, precision: str,
+                       device: str, **extra: Any) -> Any:
+    """The trainer's arguments for `settings` (validation, checkpoints, device and precision)."""
+    return arguments_class(
+        output_dir=str(out_dir / CHECKPOINTS), num_train_epochs=settings.epochs,
+        max_steps=settings.max_steps or -1, per_device_train_batch_size=settings.batch_size,
+        learning_rate=settings.learning_rate, warmup_steps=settings.warmup, seed=settings.seed,
+        eval_strategy="steps", eval_steps=settings.eval_steps, eval_on_start=True,
+        save_strategy="steps", save_steps=settings.eval_steps, save_total_limit=2,
+        load_best_model_at_end=True, metric_for_best_model=BEST_METRIC, greater_is_better=True,
+        logging_steps=max(1, min(10, settings.eval_steps)), report_to="none", disable_tqdm=True,
+        use_cpu=device == "cpu", bf16=precision == "bf16", fp16=precision == "fp16",
+        dataloader_drop_last=False, **extra)
+
+
+class LossBar(TrainerCallback):
+    """A progress bar over the training steps showing the last loss and validation nDCG@10."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.shown: dict[str, str] = {}
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.enabled:
+            self.bar = progress(range(state.max_steps), True, "Training", unit="step")
+            self.bar.update(state.global_step)
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.bar is not None:
+            self.bar.update(state.global_step - self.bar.n)
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict | None = None, **kwargs: Any) -> None:
+        if self.bar is None or not logs:
+            return
+        if "loss" in logs:
+            self.shown["loss"] = f"{float(logs['loss']):.4f}"
+        if BEST_METRIC in logs:
+            self.shown["val_ndcg@10"] = f"{float(logs[BEST_METRIC]):.4f}"
+        self.bar.set_postfix(self.shown, refresh=True)
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def train(make_trainer: Callable[[list[TrainerCallback]], Any], validation: Any, settings: TrainSettings,
+          out_dir: Path, device: str, precision: str, resume_from: Path | None,
+          show_progress: bool = False) -> TrainingResult:
+    """Run a trainer made by `make_trainer(callbacks)`, save its model (the best checkpoint's weights,
+    which the trainer loads at the end) into `out_dir` and remove the checkpoints."""
+    import torch
+
+    callbacks: list[TrainerCallback] = [LossBar(show_progress)]
+    if settings.patience:
+        callbacks.append(EarlyStoppingCallback(early_stopping_patience=settings.patience))
+    trainer = make_trainer(callbacks)
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    if resume_from is not None and show_progress:
+        print(f"Resuming from {resume_from}", file=sys.stderr)
+    trainer.train(resume_from_checkpoint=str(resume_from) if resume_from else None)
+    seconds = time.perf_counter() - started
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if device == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    history = trainer.state.log_history
+    curve = _curve(history, validation)
+    losses = tuple((int(row["step"]), float(row["loss"])) for row in history if "loss" in row)
+    trainer.model.save_pretrained(str(out_dir))
+    shutil.rmtree(out_dir / CHECKPOINTS, ignore_errors=True)
+    state = trainer.state
+    best = state.best_model_checkpoint
+    best_step = int(best.rsplit("-", 1)[-1]) if best else int(state.global_step)
+    return TrainingResult(out_dir, int(state.global_step), best_step, curve, losses, seconds, peak, device, precision,
+                          str(resume_from) if resume_from else None, state.global_step < state.max_steps)
+
+
+def _curve(history: list[dict], validation: Any) -> tuple[CurvePoint, ...]:
+    """Validation points by step: from the trainer's history (which a resumed run inherits from its
+    checkpoint), else from the evaluator's own record."""
+    points = {int(row["step"]): CurvePoint(int(row["step"]), float(row.get("epoch", 0.0)), float(row[BEST_METRIC]))
+              for row in history if BEST_METRIC in row}
+    for point in validation.curve:
+        points.setdefault(point.step, point)
+    return tuple(points[step] for step in sorted(points))
