@@ -19,7 +19,7 @@ from rag_core.finetune.fingerprints import (
     TRAINING_FILE, check_trained_on, model_cache_name, normalise_query, query_fingerprint, trained_on_warnings,
     weights_fingerprint, write_training_queries,
 )
-from rag_core.finetune.fusion import fuse_reranked
+from rag_core.retrieve.rerank.fusion import fuse_reranked
 from rag_core.finetune.mining import NegativeGroup, groups, pick_negatives
 from rag_core.finetune.rows import training_rows
 from rag_core.finetune.settings import TrainSettings

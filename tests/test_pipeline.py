@@ -126,6 +126,20 @@ def test_ranking_continues_below_the_reranked_head_in_fused_order(hybrid):
     assert [hit.chunk.id for hit in result.hits] == ranking[:3]
 
 
+def test_rerank_fusion_rrf_fuses_the_reranked_head_with_the_first_stage_order_by_hand(hybrid):
+    query = "How do I rotate an API key?"
+    config = RagConfig(rerank_depth=6, rrf_k=2, rerank_model=STAND_IN_RERANKER, rerank_fusion="rrf")
+    result = open_pipeline(hybrid.index.store_dir, config, progress=False).retrieve(query)
+    fused = [hit.chunk.id for hit in result.stages["fused"]]
+    reranked = [hit.chunk.id for hit in result.stages["rerank"]]
+    score = {item: 1 / (2 + reranked.index(item) + 1) + 1 / (2 + fused.index(item) + 1) for item in reranked}
+    expected = sorted(reranked, key=lambda item: -score[item])  # ties: the re-ranker's order (first seen)
+    ranking = [hit.chunk.id for hit in result.ranking]
+    assert ranking[:6] == expected and ranking[6:] == fused[6:]
+    plain = open_pipeline(hybrid.index.store_dir, config.replace(rerank_fusion="none"), progress=False).retrieve(query)
+    assert [hit.chunk.id for hit in plain.ranking[:6]] == reranked  # none: the re-ranker's order
+
+
 def test_candidates_are_reused_when_only_k_or_rerank_depth_change(sample_store):
     query = "Which plan raises the webhook retry limit?"
     first = open_pipeline(sample_store, RagConfig(k=3, rerank_depth=0, retrieve_depth=17), progress=False).retrieve(query)

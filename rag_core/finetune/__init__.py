@@ -20,7 +20,7 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "train_reranker": "reranker", "train_embedder": "embedder", "RERANKER_LOSSES": "losses",
     "EMBEDDER_LOSSES": "losses", "check_trained_on": "fingerprints", "trained_on_warnings": "fingerprints",
     "write_training_queries": "fingerprints", "weights_fingerprint": "fingerprints",
-    "model_cache_name": "fingerprints", "fuse_reranked": "fusion", "RERANK_FUSIONS": "fusion",
+    "model_cache_name": "fingerprints",
     "paired_comparison": "significance", "PairedComparison": "significance", "HeldOutReport": "heldout",
     "rerank_heldout": "heldout", "embed_heldout": "heldout",
 })

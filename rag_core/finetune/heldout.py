@@ -2,7 +2,7 @@
 
 - Re-ranker: the configured first stage (``rerank_depth`` 0) against its top ``rerank_depth`` re-ranked
   by the model, and that re-ranked order fused with the first stage's (``rerank_fusion: rrf``,
-  ``rag_core.finetune.fusion``).
+  ``rag_core.retrieve.rerank.fusion``).
 - Embedder: exact dense search (cosine over every searched chunk) with the base model against the same
   search with the fine-tuned one.
 
@@ -26,7 +26,7 @@ from rag_core.config import RagConfig
 from rag_core.evaluate.golden import GoldenQuery
 from rag_core.evaluate.metrics import evaluate_rankings
 from rag_core.evaluate.relevance import build_qrels
-from rag_core.finetune.fusion import fuse_reranked
+from rag_core.retrieve.rerank.fusion import fuse_reranked
 from rag_core.finetune.significance import PairedComparison, paired_comparison
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress

@@ -32,6 +32,7 @@ from rag_core.retrieve.candidates import CANDIDATES, Candidates, FirstStage
 from rag_core.retrieve.filters import describe
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.rerank import RERANKERS
+from rag_core.retrieve.rerank.fusion import fuse_reranked
 from rag_core.retrieve.retrievers import SHORTHANDS
 
 FINAL_STAGES = ("fused", "rerank")  # after the retrievers' own stages
@@ -146,7 +147,12 @@ class Pipeline:
             elapsed = time.perf_counter() - started
             latency["rerank"] = (elapsed - result.computed_seconds + result.model_seconds) * 1000
             work.update(rerank_pairs_scored=result.pairs_scored, rerank_cache_hits=result.cache_hits)
-            final = ranked["rerank"] + final[cfg.rerank_depth:]
+            head = ranked["rerank"]
+            if cfg.rerank_fusion == "rrf":  # the re-ranker's order and the first stage's, fused (same passages)
+                order = fuse_reranked([item.id for item in head], [item.id for item in candidates], "rrf", cfg.rrf_k)
+                by_id = {item.id: item for item in head}
+                head = [by_id[item] for item in order]
+            final = head + final[cfg.rerank_depth:]
         order = [*found.retrievers, *FINAL_STAGES]
         stages = self._hits_by_stage(ranked, order)
         ranking = self._hits(final, stages)

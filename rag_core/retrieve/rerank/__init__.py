@@ -31,6 +31,8 @@ SETTINGS.declare(
     Setting("rerank_depth", int, 20, "fused candidates re-scored by the re-ranker (0 = off)", minimum=0, group="rerank"),
     Setting("reranker", str, "cross_encoder", "re-ranker: cross_encoder, or one a plugin registers",
             choices=RERANKERS.names, group="rerank"),
+    Setting("rerank_fusion", str, "none", "none: the re-ranked head in the re-ranker's order; rrf: that order fused "
+            "by RRF (rrf_k) with the first stage's order of the same passages", choices=("none", "rrf"), group="rerank"),
     owner="rerank")
 RERANKERS.register(
     "cross_encoder", "rag_core.retrieve.rerank.cross_encoder:Reranker",

@@ -1,4 +1,5 @@
-"""``rerank_fusion``: the re-ranked order fused with the first stage's order of the same candidates.
+"""``rerank_fusion`` (a setting; also the fine-tuning report's "re-ranked + rrf"): the re-ranked order
+fused with the first stage's order of the same candidates.
 
 With ``rrf``, the final order of the re-ranked head is Reciprocal Rank Fusion
 (``rag_core.retrieve.fusion``, ``1 / (k + rank)`` summed over the two orders, ranks from 1) of the
