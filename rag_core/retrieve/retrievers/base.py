@@ -140,6 +140,10 @@ class Retriever(ABC):
         """Run params naming the models it actually runs (after any offline fallback)."""
         return {}
 
+    def metrics(self) -> dict[str, float]:
+        """Run metrics about its searches so far (the dense retriever's approximate-search recall)."""
+        return {}
+
     def settings_key(self) -> tuple:
         """Its name and the values of the settings it declared (and uses): what a ``cache_key`` covers."""
         return RETRIEVERS.get(self.name).key(self.config)
