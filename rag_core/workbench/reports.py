@@ -114,6 +114,14 @@ def format_eval_report(report: "EvalReport") -> str:
              f"rerank_depth {params.get('rerank_depth')}; the final ranking is scored to depth {max(ks)}"]
     lines += text_table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
                                             for level in (*LEVELS, *(("child",) if "child/mrr" in metrics else ()))])
+    alone = [name[:-len("/page/recall@5")] for name in metrics if name.endswith("/page/recall@5") and name.count("/") == 2]
+    if alone:  # several retrievers fused: each one's own list, scored the same way
+        lines += ["", "Each retriever alone (its own list before fusion)"]
+        shown = [name for name in ("page/recall@5", "page/ndcg@10", "doc/recall@5", "chunk/ndcg@10")
+                 if f"{alone[0]}/{name}" in metrics]
+        lines += text_table(["retriever", *shown], [[name, *(f"{metrics[f'{name}/{metric}']:.3f}" for metric in shown)]
+                                                    for name in alone] +
+                            [["final ranking", *(f"{metrics.get(metric, 0.0):.3f}" for metric in shown)]])
     lines += ["", f"Context (the k={params.get('k')} passages given to the LLM): "
                   f"recall {metrics.get('context/recall', 0.0):.3f}, precision {metrics.get('context/precision', 0.0):.3f}, "
                   f"{metrics.get('context/words', 0.0):.0f} words per query"]
