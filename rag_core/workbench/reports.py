@@ -69,7 +69,11 @@ def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> 
              f"latency: {latency}"]
     if result.retrieval.filter:
         rows.append(f"filter: {result.retrieval.filter} (applied before ranking)")
-    if result.retrieval.routed:
+    if result.retrieval.routed and config is not None and config.doc_evidence != "none":
+        rows.append(f"document evidence ({config.doc_evidence}, weight {config.doc_evidence_weight:g}; best documents, "
+                    "score): " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
+                                           for rank, item in enumerate(result.retrieval.routed, start=1)))
+    elif result.retrieval.routed:
         rows.append("routed to: " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
                                              for rank, item in enumerate(result.retrieval.routed, start=1)))
     elif config is not None and config.route_docs:
