@@ -28,6 +28,7 @@ from rag_core.components import SETTINGS, ConfigError, Rule, Setting, did_you_me
 from rag_core.components.plugins import resolve_plugins
 from rag_core.ingest.chunking import CHUNKERS  # noqa: F401 - declares the chunking settings
 from rag_core.ingest.metadata import check_pattern
+from rag_core.retrieve.doc_evidence import DOC_EVIDENCE  # noqa: F401 - declares the document evidence settings
 from rag_core.retrieve.embedding import DEFAULT_EMBED_MODEL
 from rag_core.retrieve.expansion import QUERY_EXPANSIONS  # noqa: F401 - declares the expansion settings
 from rag_core.retrieve.fusion import FUSIONS  # noqa: F401 - declares the fusion settings

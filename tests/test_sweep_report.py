@@ -127,3 +127,13 @@ def test_a_grid_without_the_default_runs_it_as_an_extra_point(tiny_corpus, tmp_p
     assert "Holding out 1 of 3 queries" in completed.stderr
     selection = holdout["selection"]  # one_se: the winner is among the points within one SE of the best
     assert selection["rule"] == "one_se" and selection["chosen"] == holdout["winner"]["run_id"] in selection["eligible"]
+
+
+def test_the_table_shows_each_fused_retrievers_own_recall_when_logged():
+    from rag_core.workbench.sweep_report import retriever_columns
+
+    logged = ["page/recall@5", "page/ndcg@10", "bm25/page/recall@5", "dense/page/ndcg@10", "dense/page/recall@5",
+              "dense/doc/mrr", "mine/page/recall@5"]  # "mine" is no registered retriever
+    assert retriever_columns(logged, "page/ndcg@10") == ["dense/page/recall@5", "dense/page/ndcg@10",
+                                                         "bm25/page/recall@5"]
+    assert retriever_columns(["page/recall@5"], "page/ndcg@10") == []

@@ -1,6 +1,7 @@
-"""``rag-pipeline tune-fusion --golden FILE [--test-golden FILE2]``: learn the fusion of the dense and
-BM25 lists on one golden set (``ranx.optimize_fusion``), report it on another, and print the YAML
-lines to paste into a config.
+"""``rag-pipeline tune-fusion --golden FILE [--test-golden FILE2]``: learn the fusion of the retrievers'
+lists (those of ``--mode`` when it names several, else dense and BM25) on one golden set
+(``ranx.optimize_fusion``), keep it only if it beats each retriever alone there, report it on another,
+and print the YAML lines to paste into a config.
 
 Left out: the tuning itself (``rag_core.workbench.fusion_tuning``).
 """
@@ -16,11 +17,13 @@ from rag_core.cli.common import EXIT_OK, config_from_args, store_from_args
 from rag_core.errors import BadInput
 
 NAME = "tune-fusion"
-HELP = "learn dense/BM25 fusion weights on one golden set (ranx), report them on another"
-DESCRIPTION = ("Retrieve the dense and BM25 lists of every query of --golden, let ranx.optimize_fusion find the "
-               "weights of --method (or RRF's k) that maximise --metric, then evaluate the starting and the tuned "
-               "fusion on --test-golden (and on --golden for reference). Prints a table and the YAML lines to "
-               "paste into a config. The normalisation is the fusion_norm setting.")
+HELP = "learn per-retriever fusion weights on one golden set (ranx), report them on another"
+DESCRIPTION = ("Retrieve each retriever's list (those of --mode when it names several, else dense and BM25) for every "
+               "query of --golden, let ranx.optimize_fusion find one weight per retriever for --method (or RRF's k) "
+               "that maximises --metric, and keep the best on --golden of that fusion and each retriever alone (so the "
+               "choice is never below its best input there). Then evaluate the starting configuration, the tuned one "
+               "and the other candidates on --test-golden (and on --golden for reference). Prints a table and the YAML "
+               "lines to paste into a config. The normalisation is the fusion_norm setting.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -49,13 +52,16 @@ def run(args: argparse.Namespace) -> int:
                              metric=args.metric, step=args.step, progress=True)
     if args.json:
         print(json.dumps({"method": result.method, "norm": result.norm, "metric": result.metric,
-                          "learned": result.learned, "rows": result.rows, "yaml": result.yaml_lines()}, indent=2))
+                          "learned": result.learned, "candidates": result.candidates,
+                          "chosen": result.chosen, "rows": result.rows, "yaml": result.yaml_lines()}, indent=2))
         return EXIT_OK
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         table = pd.DataFrame(result.rows).to_string(index=False, float_format=lambda v: f"{v:.3f}")
     same = "" if args.test_golden else " (no --test-golden: the test rows are the training set, in-sample)"
+    compared = ", ".join(f"{label} {value:.3f}" for label, value in result.candidates.items())
     print(f"Fusion {result.method} learned on {args.golden} ({len(inputs.queries)} queries) by {result.metric}: "
-          f"{result.learned}{same}\n\n{table}\n\nSettings to paste into a config:\n" + "\n".join(result.yaml_lines()))
+          f"{result.learned}{same}\nOn {args.golden} by chunk {result.metric}: {compared}; tuned = {result.chosen}"
+          f"\n\n{table}\n\nSettings to paste into a config:\n" + "\n".join(result.yaml_lines()))
     return EXIT_OK

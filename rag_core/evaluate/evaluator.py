@@ -101,6 +101,10 @@ def evaluate_config(
     for qid, values in context.items():
         result.per_query[qid].update(values)
     metrics = dict(result.averages)
+    for name, alone in retriever_metrics(qrels, retrievals, depth, config.metrics_k).items():
+        metrics.update({f"{name}/{metric}": value for metric, value in alone.averages.items()})
+        for qid, values in alone.per_query.items():
+            result.per_query[qid].update({f"{name}/{metric}": value for metric, value in values.items()})
     if config.child_size:  # parent-child: the searched children, scored against child-level qrels too
         child = child_level_metrics(queries, corpus, pipeline.index.search_chunks, retrievals, config.metrics_k)
         metrics.update(child.averages)
@@ -110,6 +114,7 @@ def evaluate_config(
     metrics.update({name: sum(values[name] for values in context.values()) / len(context) for name in CONTEXT_METRICS})
     metrics.update(latency_summary(latency))
     metrics.update(stats.as_metrics())
+    metrics.update(pipeline.retriever_metrics())
     metrics["index/documents"] = float(len(corpus))
     metrics["index/ingest_seconds"] = read_seconds + build_seconds
     metrics["eval/queries"] = float(len(queries))
@@ -143,6 +148,18 @@ def evaluate_config(
 
 
 CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")
+
+
+def retriever_metrics(qrels: QrelsByLevel, retrievals: Mapping[str, Retrieval], depth: int,
+                      ks: Sequence[int]) -> dict[str, RankingMetrics]:
+    """Each retriever's own list scored like the final ranking (``dense/page/recall@5``, ...), when
+    several are fused: what a fusion would get from its best input alone, so one that drags shows."""
+    names = next(iter(retrievals.values())).retrievers if retrievals else ()
+    if len(names) < 2:
+        return {}
+    return {name: evaluate_rankings(qrels, {qid: [hit.chunk for hit in retrieval.stages.get(name, [])[:depth]]
+                                            for qid, retrieval in retrievals.items()}, ks)
+            for name in names}
 
 
 def child_level_metrics(queries: Sequence[GoldenQuery], corpus: Corpus, children: Sequence[Chunk],

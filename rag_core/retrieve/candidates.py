@@ -29,14 +29,16 @@ from typing import Any, Mapping, Sequence
 
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import ScoredId
+from rag_core.retrieve.doc_evidence import DOC_EVIDENCE, make_doc_evidence
 from rag_core.retrieve.expansion import make_expansion
 from rag_core.retrieve.filters import matching_documents, normalise
 from rag_core.retrieve.fusion import FUSIONS, make_fusion, reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.parent_child import collapse_to_parents
 from rag_core.retrieve.retrievers import Query, retriever_choices, uses_embedder
-from rag_core.retrieve.routing import Router
+from rag_core.retrieve.routing import ROUTING_VERSION, Router
 
+SHOWN_DOCUMENTS = 5  # of the document evidence's ranking, kept for --explain
 MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB each)
 
 
@@ -77,6 +79,11 @@ class FirstStage:
         return make_expansion(self.config, self.index.embedder if self.embeds else None)
 
     @functools.cached_property
+    def evidence(self) -> Any:
+        """The soft document evidence (``doc_evidence``), or None."""
+        return make_doc_evidence(self.config)
+
+    @functools.cached_property
     def router(self) -> Router:
         """Document routing over one card per document (``route_docs`` > 0), built once."""
         cfg = self.config
@@ -88,9 +95,11 @@ class FirstStage:
         cfg, chunks = self.config, self.index.chunk_set
         retrievers = tuple((r.name, r.cache_key(chunks), choice.weight) for r, choice in zip(self.retrievers, self.choices))
         fusion = (FUSIONS.get(cfg.fusion).key(cfg), cfg.fusion_norm, cfg.fusion_weights) if self.fusion else None
-        routing = (cfg.route_docs, cfg.route_when, cfg.tokenizer, self.embeds) if cfg.route_docs else None
+        routing = (cfg.route_docs, cfg.route_when, cfg.tokenizer, self.embeds, ROUTING_VERSION) if cfg.route_docs else None
+        evidence = (DOC_EVIDENCE.get(cfg.doc_evidence).key(cfg), cfg.route_when, cfg.tokenizer, self.embeds,
+                    ROUTING_VERSION) if self.evidence else None
         return (self.index.chunking_key, retrievers, fusion, cfg.retrieve_depth, cfg.rrf_k, self.expansion.cache_key(),
-                self.index.context_key, routing)
+                self.index.context_key, routing, *((evidence,) if evidence else ()))
 
     def key(self, query: str, where: Mapping[str, Any] | None) -> tuple:
         """Everything the candidates of `query` depend on (the candidates cache's key)."""
@@ -103,14 +112,14 @@ class FirstStage:
         doc_ids = matching_documents(self.corpus, where)  # None: every document
         query = Query(text, self.index.embedder.embed_query if self.embeds else None)
         routed: list[ScoredId] = []
-        if cfg.route_docs:
+        if cfg.route_docs or self.evidence:
             router = self.router  # built once per pipeline, not part of a query's latency
             vector = None
             if router.embedder is not None:
                 vector, latency["embed_query"] = query.vector()  # reused by the retrievers that embed
             started = time.perf_counter()
-            routed = router.route(text, cfg.route_docs, doc_ids, vector, cfg.route_when == "named")
-            if routed:  # none: the question names no document (route_when named), so every one is searched
+            routed = router.route(text, cfg.route_docs or len(router.doc_ids), doc_ids, vector, cfg.route_when == "named")
+            if routed and cfg.route_docs:  # none: the question names no document (route_when named): search every one
                 doc_ids = [item.id for item in routed]
             latency["route"] = (time.perf_counter() - started) * 1000
         expanded = self.expansion.expand(query)
@@ -125,12 +134,34 @@ class FirstStage:
             stage: reciprocal_rank_fusion([[hit.id for hit in found[stage]] for found in searches], k=cfg.rrf_k)
             for stage in searches[0]
         }
+        if self.evidence and routed:  # soft document evidence: the document ranking as a prior
+            ranked = {**ranked, "fused": self._with_evidence(expanded.queries, ranked["fused"], routed, depth, latency,
+                                                           info, stage_latency)}
         if cfg.child_size:
             parent_of = self.index.parent_of
             ranked = {"child": ranked["fused"], **{
                 stage: collapse_to_parents(found, parent_of, None if stage == "fused" and self.fusion else cfg.retrieve_depth)
                 for stage, found in ranked.items()}}
-        return Candidates(ranked, latency, info, routed, tuple(choice.name for choice in self.choices), stage_latency)
+        shown = routed if cfg.route_docs else routed[:SHOWN_DOCUMENTS]  # document evidence ranks them all
+        return Candidates(ranked, latency, info, shown, tuple(choice.name for choice in self.choices), stage_latency)
+
+    def _with_evidence(self, queries: Sequence[Query], fused: list[ScoredId], documents: list[ScoredId], depth: int,
+                       latency: dict[str, float], info: dict[str, Any],
+                       stage_latency: dict[str, tuple[str, ...]]) -> list[ScoredId]:
+        """`fused` re-ranked with the document ranking (``doc_evidence``); with ``search``, the retrievers
+        also search within the best ``doc_evidence_docs`` documents, and that list is fused in too."""
+        within = None
+        if DOC_EVIDENCE.get(self.config.doc_evidence).options.get("searches_documents"):
+            best = [document.id for document in documents[:self.config.doc_evidence_docs]]
+            lists = [self._search(query, depth, best, latency, info, {})["fused"] for query in queries]
+            within = lists[0] if len(lists) == 1 else reciprocal_rank_fusion(
+                [[hit.id for hit in found] for found in lists], k=self.config.rrf_k)
+        started = time.perf_counter()
+        chunk_by_id = self.index.chunk_by_id
+        combined = self.evidence.combine(fused, {chunk_id: chunk_by_id[chunk_id].doc_id for chunk_id in
+                                                 {hit.id for hit in [*fused, *(within or ())]}}, documents, within)
+        _add(latency, {"doc_evidence": (time.perf_counter() - started) * 1000})
+        return combined
 
     def _search(self, query: Query, depth: int, doc_ids: Sequence[str] | None, latency: dict[str, float],
                 info: dict[str, Any], stage_latency: dict[str, tuple[str, ...]]) -> dict[str, list[ScoredId]]:

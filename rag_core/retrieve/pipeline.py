@@ -104,6 +104,13 @@ class Pipeline:
             used["rerank_model_used"] = reranker.name_used if reranker else f"none (unavailable: {self.rerank_unavailable})"
         return used
 
+    def retriever_metrics(self) -> dict[str, float]:
+        """What the retrievers measured about their own searches (``Retriever.metrics``)."""
+        found: dict[str, float] = {}
+        for retriever in self.first_stage.retrievers:
+            found.update(retriever.metrics())
+        return found
+
     def build(self, load_reranker: bool = False):
         """Chunk and build the configured retrievers' indexes; with `load_reranker`, also load the
         re-ranker now, so that the first query's re-rank latency is the model's and not its loading."""

@@ -1,15 +1,18 @@
 """Document-level routing (the ``route_docs`` setting): rank whole documents first, then retrieve
 chunks only within the best ``route_docs`` of them.
 
-Each document gets two texts: its *name* (title, ``rag_core.retrieve.context.document_title``, and
-metadata values) and its *card* (the name, metadata as ``key: value`` lines, the headings of its
+Each document gets two texts: its *name* (title and file name,
+``rag_core.retrieve.context.document_title``, metadata values, the initials of the words its names
+begin with, and the form and period a filing states on its first page: ``filing_facts``) and its *card* (the name, metadata as ``key: value`` lines, the headings of its
 first pages and its first ``CARD_WORDS`` words). Both are ranked for the query by BM25 (the
 configured tokenizer) and, in dense and hybrid mode, cards also by the embedding model (cosine over
 card vectors, cached by text like chunks); the lists are fused with Reciprocal Rank Fusion (so a
 match on the name counts as much as one on the whole card, like a boosted title field). Two general
 normalisations help names match: letters and digits are split apart on both sides (``FY2019`` meets
 ``2019``), and the query also carries each pair of adjacent words joined (``best buy`` meets a file
-named ``BESTBUY``). Measured on the FinanceBench dev split (26 filings, 29 questions, BM25 only):
+named ``BESTBUY``), and a query word written in mixed case also stands for its capitals
+(``JnJ`` meets the initials ``jj`` of ``JOHNSON_JOHNSON``, ``AmEx`` those of ``American Express``). Measured on the FinanceBench dev split (26 filings, 29 questions, BM25 only; names before initials and
+filing facts were added, ``ROUTING_VERSION`` 1):
 the right filing first for 79% of questions, in the top 2 for 90% (card alone: 48% / 69%). The chosen documents then restrict both retrievers the
 way a metadata filter does (``doc_id`` any of), before ranking; a filter, when given, is applied to
 the cards first. Routing time is its own latency stage (``route``).
@@ -17,6 +20,8 @@ With ``route_when: named`` (the default) only a question that shares a word with
 name is routed; any other searches every document, since a card match alone is weak evidence. On the
 dev split every question names its company, while 24 of the sample corpus's 36 questions name no
 document (routing them all cost that corpus a third of its page recall).
+The same ranking is the document evidence of ``doc_evidence`` (``rag_core.retrieve.doc_evidence``): a prior
+fused with the chunk ranking instead of a filter.
 Left out: learned routers, routing by an LLM, per-document score thresholds (always ``route_docs``).
 """
 
@@ -34,6 +39,7 @@ from rag_core.retrieve.bm25 import BM25Index
 from rag_core.retrieve.context import document_title
 from rag_core.retrieve.fusion import reciprocal_rank_fusion
 
+ROUTING_VERSION = 2  # what names hold (2: initials, filing form and period): part of the candidates' key
 CARD_WORDS = 600  # words of the document's beginning on its card
 CARD_HEADINGS = 40  # headings of the document's beginning on its card
 _WORDS = re.compile(r"[^\W_]+")
@@ -45,9 +51,69 @@ def split_letters_digits(text: str) -> str:
     return _LETTER_DIGIT.sub(" ", text)
 
 
+_FORM = re.compile(r"\bFORM\s+(10-K|10-Q|8-K|20-F|6-K|40-F|10-KT|S-1)\b", re.IGNORECASE)
+_PERIOD = re.compile(r"\bfor\s+the\s+(fiscal\s+year|year|quarterly\s+period|quarter|(?:three|six|nine|twelve)\s+months)"
+                     r"\s+ended:?\s+([A-Za-z]+)\.?\s+\d{1,2},?\s+((?:19|20)\d{2})", re.IGNORECASE)
+_MONTHS = {month: number for number, month in enumerate(
+    ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
+     "december"), start=1)}
+FORM_WORDS = {"10-K": "annual report", "10-KT": "annual report", "20-F": "annual report", "40-F": "annual report",
+              "10-Q": "quarterly report", "8-K": "current report", "6-K": "current report"}
+_CONNECTIVES = {"and", "the", "of", "for", "a", "an", "inc", "corp", "co", "company", "corporation", "ltd", "plc"}
+FACT_PAGES = 2  # pages of a document's beginning read for its form and period
+
+
+def filing_facts(document: Document) -> list[str]:
+    """The form (``FORM 10-Q``) and the period (``For the quarterly period ended June 30, 2023``) a filing
+    states on its first pages, as words a question may use: ``10-Q quarterly report``, ``2023 FY2023 Q2
+    quarter``. Nothing for a document that states neither."""
+    end = document.page_starts[FACT_PAGES] if document.n_pages > FACT_PAGES else len(document.text)
+    head = " ".join(document.text[:end].split())
+    facts: list[str] = []
+    form = _FORM.search(head)
+    if form:
+        name = form.group(1).upper()
+        facts += [name, FORM_WORDS.get(name, "")]
+    period = _PERIOD.search(head)
+    if period:
+        kind, month, year = period.group(1).lower(), _MONTHS.get(period.group(2).lower()), period.group(3)
+        facts += [year, f"FY{year}"]
+        if month and "year" not in kind and "twelve" not in kind:
+            facts += [f"Q{(month - 1) // 3 + 1}", "quarter", "quarterly"]
+        else:
+            facts += ["fiscal year", "annual"]
+    return [fact for fact in facts if fact]
+
+
+def initials(name: str, longest: int = 4) -> list[str]:
+    """The initials of the first 2 to `longest` words a name begins with, before its first number
+    (``JOHNSON_JOHNSON_2022Q4`` -> ``jj``; ``American Express Co`` -> ``ae``)."""
+    words = []
+    for word in _WORDS.findall(name.replace("_", " ")):
+        if any(character.isdigit() for character in word):
+            break
+        if word.lower() not in _CONNECTIVES:
+            words.append(word.lower())
+    return [("".join(word[0] for word in words[:size])) for size in range(2, min(longest, len(words)) + 1)]
+
+
 def document_name(document: Document) -> str:
-    """Title and metadata values: the document's name field."""
-    return " ".join([document_title(document), *(value for _, value in document.metadata)])
+    """The document's name field: its title and file name, metadata values, the initials of its names
+    and the form and period a filing states (``filing_facts``)."""
+    title = document_title(document)
+    names = [title, *(value for _, value in document.metadata)]
+    short = [short for name in (*title.split(" | "), *names[1:]) for short in initials(name)]
+    return " ".join([*names, *dict.fromkeys(short), *filing_facts(document)])
+
+
+def capitals(query: str) -> list[str]:
+    """Each mixed-case word's capitals (``JnJ`` -> ``JJ``, ``AmEx`` -> ``AE``): how abbreviations are written."""
+    found = []
+    for word in _WORDS.findall(query):
+        upper = [character for character in word if character.isupper()]
+        if len(upper) >= 2 and not word.isupper():
+            found.append("".join(upper))
+    return found
 
 
 def joined_pairs(query: str) -> str:
@@ -61,7 +127,7 @@ def joined_pairs(query: str) -> str:
 def routing_query(query: str) -> str:
     """What names and cards are ranked by: joined words added, letters and digits split, and each
     word once (a word the question repeats, like ``FY`` in ``FY2019 ... FY2020``, counts once)."""
-    words = _WORDS.findall(split_letters_digits(joined_pairs(query)))
+    words = _WORDS.findall(split_letters_digits(joined_pairs(" ".join([query, *capitals(query)]))))
     return " ".join(dict.fromkeys(word.lower() for word in words))
 
 

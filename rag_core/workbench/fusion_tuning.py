@@ -1,13 +1,17 @@
-"""Learning the fusion of the dense and BM25 lists on one golden set and checking it on another
+"""Learning the fusion of the retrievers' lists on one golden set and checking it on another
 (``rag-pipeline tune-fusion``).
 
-1. Hybrid candidates (dense and BM25 lists, ``retrieve_depth`` each) for every training query.
-2. ``ranx.optimize_fusion`` (through ``rag_core.retrieve.fusion.ranx.learn_weights``) searches the
-   weights of a weighted method (``wsum``, ``wmnz``, ``mixed``, ``w_bordafuse``, ``w_condorcet``; grid
-   step ``step``) or RRF's ``k`` (``rrf``), maximising a ranx metric (default ``ndcg@10``) against the
-   chunk-level relevance of the training set.
-3. The configuration with those settings and the starting configuration are evaluated on the test
-   set (and on the training set, for reference) with the usual metrics at every level.
+1. Each retriever's list (``retrieve_depth``) for every training query: the retrievers of ``mode``
+   when it names several (``dense,bm25,mine``), else dense and BM25 (hybrid).
+2. ``ranx.optimize_fusion`` (through ``rag_core.retrieve.fusion.ranx.learn_weights``) searches one
+   weight per retriever for a weighted method (``wsum``, ``wmnz``, ``mixed``, ``w_bordafuse``,
+   ``w_condorcet``; grid step ``step``) or RRF's ``k`` (``rrf``), maximising a ranx metric (default
+   ``ndcg@10``) against the chunk-level relevance of the training set.
+3. The learned fusion competes with each retriever alone on the same training metric: the best of
+   them is the tuned configuration (a tie goes to the fusion). So the choice cannot fall below its best
+   single input on the set it was tuned on; when one input only drags, the answer is to drop it.
+4. The starting configuration, the tuned one and the other candidates are evaluated on the test set
+   (and on the training set, for reference) with the usual metrics at every level.
 
 Left out: tuning re-ranking or expansion together with fusion; cross-validation (give the split).
 """
@@ -26,7 +30,9 @@ from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Run
 from rag_core.retrieve.fusion.ranx import WEIGHTED_METHODS
+from rag_core.retrieve.fusion import make_fusion
 from rag_core.retrieve.pipeline import Pipeline
+from rag_core.retrieve.retrievers import BUILT_IN_MODES, parse_mode, retriever_choices
 
 TUNE_METHODS = (*WEIGHTED_METHODS, "rrf")
 REPORTED = ("page/recall@5", "page/ndcg@10", "doc/recall@5", "doc/ndcg@10", "chunk/ndcg@10")
@@ -38,12 +44,16 @@ class FusionTuning:
     norm: str
     metric: str
     learned: dict[str, Any]  # ranx's answer: {"weights": [...]} or {"k": ...}
-    tuned: RagConfig  # the starting configuration with the learned fusion
-    rows: list[dict[str, Any]]  # {"golden": "train" | "test", "fusion": description, metric: value, ...}
+    tuned: RagConfig  # the best on the training set: the learned fusion, or one retriever alone
+    rows: list[dict[str, Any]]  # {"golden": "train" | "test", "config": label, "fusion": description, metric: value}
+    candidates: dict[str, float]  # label -> the optimised metric on the training set ("learned fusion", "dense alone")
+    chosen: str  # the label of the tuned configuration
 
     def yaml_lines(self) -> list[str]:
         cfg = self.tuned
-        lines = ["mode: hybrid", f"fusion: {cfg.fusion}"]
+        if len(parse_mode(cfg.mode)) == 1:
+            return [f"mode: {cfg.mode}"]
+        lines = [f"mode: {cfg.mode}", f"fusion: {cfg.fusion}"]
         if cfg.fusion == "rrf":
             lines.append(f"rrf_k: {cfg.rrf_k}")
         else:
@@ -58,33 +68,59 @@ def tune_fusion(config: RagConfig, corpus: Corpus, train: Sequence[GoldenQuery],
                 progress: bool = False) -> FusionTuning:
     if method not in TUNE_METHODS:
         raise ValueError(f"tune-fusion method must be one of {', '.join(TUNE_METHODS)}, got {method!r}")
-    from rag_core.retrieve.fusion.ranx import learn_weights
+    from rag_core.retrieve.fusion.ranx import learn_weights, score_run
 
-    start = config.replace(mode="hybrid")
+    names = tuple(choice.name for choice in retriever_choices(config))
+    if len(names) < 2:
+        names = ("dense", "bm25")
+    start = _fused_start(config, names)
     pipeline = Pipeline(start, corpus, Path(store_dir), progress=progress)
     pipeline.build()
     qrels = build_qrels(train, corpus.by_id, pipeline.index.chunks)["chunk"]
-    runs: list[Run] = [{}, {}]  # dense, bm25: query_id -> chunk id -> score
+    ranked: dict[str, dict[str, list]] = {name: {} for name in names}  # retriever -> query id -> its list
     for query in progress_bar(list(train), progress, "Retrieving (training set)", unit="query"):
         candidates, _ = pipeline.candidates(query.query)
-        for run, stage in zip(runs, ("dense", "bm25")):
-            run[query.id] = {hit.id: hit.score for hit in candidates.ranked[stage]}
+        for name in names:
+            ranked[name][query.id] = list(candidates.ranked[name])
+    runs: list[Run] = [{qid: {hit.id: hit.score for hit in hits} for qid, hits in ranked[name].items()} for name in names]
     norm = "none" if method == "rrf" else start.fusion_norm
     learned = dict(learn_weights(qrels, runs, method, norm, metric, step))
     if method == "rrf":
-        tuned = start.replace(fusion="rrf", rrf_k=int(learned["k"]), fusion_weights=())
+        fused = start.replace(fusion="rrf", rrf_k=int(learned["k"]), fusion_weights=())
     else:
-        tuned = start.replace(fusion=method, fusion_weights=tuple(round(float(w), 6) for w in learned["weights"]))
+        fused = start.replace(fusion=method, fusion_weights=tuple(round(float(w), 6) for w in learned["weights"]))
+    fusion, weights = make_fusion(fused), (list(fused.fusion_weights) or None)
+    fused_run = {qid: {hit.id: hit.score for hit in fusion.fuse([ranked[name][qid] for name in names], weights)}
+                 for qid in ranked[names[0]]}
+    options = {"learned fusion": fused, **{f"{name} alone": config.replace(mode=name, fusion_weights=()) for name in names}}
+    scores = {"learned fusion": score_run(qrels, fused_run, metric),
+              **{f"{name} alone": score_run(qrels, run, metric) for name, run in zip(names, runs)}}
+    chosen = max(scores, key=lambda label: scores[label])  # first of equals: the fusion
+    tuned = options[chosen]
     rows = []
     for name, queries in (("train", train), ("test", test)):
-        for label, cfg in (("start", start), ("tuned", tuned)):
+        for label, cfg in (("start", start), ("tuned", tuned),
+                           *((label, cfg) for label, cfg in options.items() if label != chosen)):
             report = evaluate_config(cfg, corpus, queries, store_dir)
-            rows.append({"golden": name, "config": label, "fusion": describe_fusion(cfg),
-                         **{key: report.metrics[key] for key in REPORTED}})
-    return FusionTuning(method, norm, metric, {key: _plain(value) for key, value in learned.items()}, tuned, rows)
+            rows.append({"golden": name, "config": label,
+                         "fusion": describe_fusion(cfg), **{key: report.metrics[key] for key in REPORTED}})
+    return FusionTuning(method, norm, metric, {key: _plain(value) for key, value in learned.items()}, tuned, rows,
+                        scores, chosen)
+
+
+def _fused_start(config: RagConfig, names: tuple[str, ...]) -> RagConfig:
+    """`config` fusing `names`, its weights (from ``mode`` or ``fusion_weights``) as ``fusion_weights``."""
+    mode = "hybrid" if names == ("dense", "bm25") else ",".join(names)
+    choices = retriever_choices(config) if len(parse_mode(config.mode)) > 1 else ()
+    weights = tuple(choice.weight for choice in choices) if choices and choices[0].weight is not None else ()
+    if mode not in BUILT_IN_MODES and len(weights) != len(names):
+        weights = ()
+    return config.replace(mode=mode, fusion_weights=weights)
 
 
 def describe_fusion(config: RagConfig) -> str:
+    if len(parse_mode(config.mode)) == 1:
+        return f"{config.mode} alone"
     weights = ",".join(f"{w:g}" for w in config.fusion_weights) or "equal"
     if config.fusion == "rrf":
         return f"rrf k={config.rrf_k} weights={weights}"

@@ -72,7 +72,11 @@ def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> 
              f"latency: {latency}"]
     if result.retrieval.filter:
         rows.append(f"filter: {result.retrieval.filter} (applied before ranking)")
-    if result.retrieval.routed:
+    if result.retrieval.routed and config is not None and config.doc_evidence != "none":
+        rows.append(f"document evidence ({config.doc_evidence}, weight {config.doc_evidence_weight:g}; best documents, "
+                    "score): " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
+                                           for rank, item in enumerate(result.retrieval.routed, start=1)))
+    elif result.retrieval.routed:
         rows.append("routed to: " + ", ".join(f"#{rank} {item.id} ({item.score:.3g})"
                                              for rank, item in enumerate(result.retrieval.routed, start=1)))
     elif config is not None and config.route_docs:
@@ -117,6 +121,14 @@ def format_eval_report(report: "EvalReport") -> str:
              f"rerank_depth {params.get('rerank_depth')}; the final ranking is scored to depth {max(ks)}"]
     lines += text_table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
                                             for level in (*LEVELS, *(("child",) if "child/mrr" in metrics else ()))])
+    alone = [name[:-len("/page/recall@5")] for name in metrics if name.endswith("/page/recall@5") and name.count("/") == 2]
+    if alone:  # several retrievers fused: each one's own list, scored the same way
+        lines += ["", "Each retriever alone (its own list before fusion)"]
+        shown = [name for name in ("page/recall@5", "page/ndcg@10", "doc/recall@5", "chunk/ndcg@10")
+                 if f"{alone[0]}/{name}" in metrics]
+        lines += text_table(["retriever", *shown], [[name, *(f"{metrics[f'{name}/{metric}']:.3f}" for metric in shown)]
+                                                    for name in alone] +
+                            [["final ranking", *(f"{metrics.get(metric, 0.0):.3f}" for metric in shown)]])
     lines += ["", f"Context (the k={params.get('k')} passages given to the LLM): "
                   f"recall {metrics.get('context/recall', 0.0):.3f}, precision {metrics.get('context/precision', 0.0):.3f}, "
                   f"{metrics.get('context/words', 0.0):.0f} words per query"]

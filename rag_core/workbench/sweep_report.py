@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from rag_core.evaluate.golden import GoldenQuery
+from rag_core.retrieve.retrievers import RETRIEVERS
 from rag_core.workbench.compare import baseline_run, comparison_table, latest_sweep, load_runs
 from rag_core.workbench.holdout import QuerySplit, part_metrics, split_queries
 from rag_core.workbench.honest import WinnerReport, choose, default_config, extra_default_point, holdout_report
@@ -139,6 +140,7 @@ def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSp
             for name, value in values.items():
                 runs.loc[runs["run_id"] == run_id, name] = value
         holdout = SplitWithDefaultRun(plan.split, *_default_run(plan, outcomes))
+    metrics = [*metrics, *retriever_columns(runs.columns, spec.primary_metric)]
     table, report = compare_sweep(runs, per_query, spec.primary_metric, spec.axes, metrics, holdout, spec.select)
     tags = {SELECT_TAG: spec.select}
     if "vs best" in table:
@@ -152,6 +154,13 @@ def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSp
         tracker.log(parent_id, tags={**tags, "rag.winner_run_id": winner["run_id"],
                                      "rag.winner": str(name.iloc[0]) if len(name) else winner["run_id"]})
     return table, report
+
+
+def retriever_columns(columns: Sequence[str], primary_metric: str) -> list[str]:
+    """Each fused retriever's own recall and primary metric (``dense/page/recall@5``, ``bm25/page/ndcg@10``),
+    where some point logged them: the table then shows when one input drags a fusion down."""
+    wanted = dict.fromkeys(("page/recall@5", primary_metric))
+    return [f"{name}/{metric}" for name in RETRIEVERS.names() for metric in wanted if f"{name}/{metric}" in columns]
 
 
 def log_split(tracker: Tracker, run_id: str, split: QuerySplit) -> None:

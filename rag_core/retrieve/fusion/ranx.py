@@ -84,6 +84,18 @@ def learn_weights(qrels: Mapping[str, Mapping[str, int]], runs: Sequence[Run], m
                                 show_progress=False, **extra)
 
 
+def score_run(qrels: Mapping[str, Mapping[str, int]], run: Run, metric: str) -> float:
+    """`metric` (a ranx metric name) of `run` against `qrels`, averaged over the queries with a relevant
+    item (as ``learn_weights`` optimises it), so a learned fusion and a single list compare fairly."""
+    ranx = _ranx()
+    judged = [qid for qid, items in qrels.items() if items]
+    if not judged:
+        return 0.0
+    ranx_qrels = ranx.Qrels({qid: dict(qrels[qid]) for qid in judged})
+    ranx_run = ranx.Run({qid: dict(run.get(qid, {})) or {"": 0.0} for qid in judged})
+    return float(ranx.evaluate(ranx_qrels, ranx_run, metric))
+
+
 class RanxFusion:
     """A ``ranx.fuse`` method (the fusion's registered name) after ``fusion_norm``, with the
     retrievers' weights for the weighted methods (equal when none are given)."""

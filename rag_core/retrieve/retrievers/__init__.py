@@ -125,6 +125,13 @@ RETRIEVERS.register(
     "dense", "rag_core.retrieve.retrievers.dense:DenseRetriever",
     help="cosine similarity of embed_model embeddings in the vector store",
     embeds_query=True, uses=("embed_model", "embed_backend", "vector_store"),
+    settings=[
+        Setting("dense_search", str, "auto", "dense search: auto (exact up to dense_exact_max chunks, else the vector "
+                "store's approximate search) | exact (every vector scored; reproducible, ties by chunk id) | "
+                "approximate", choices=("auto", "exact", "approximate"), group="vector_store"),
+        Setting("dense_exact_max", int, 50_000, "dense_search auto: the most chunks searched exactly",
+                minimum=0, group="vector_store"),
+    ],
 )
 RETRIEVERS.register(
     "bm25", "rag_core.retrieve.retrievers.bm25:BM25Retriever",

@@ -33,7 +33,7 @@ from rag_core.records import Chunk, ScoredId
 
 # Names a retriever may not take: the pipeline's own stages and latency keys, and the mode shorthand.
 RESERVED_NAMES = ("fused", "rerank", "child", "final", "fusion", "expansion", "route", "embed_query",
-                  "vector_search", "total", "hybrid", "query", "generate")
+                  "vector_search", "total", "hybrid", "query", "generate", "doc_evidence")
 RETRIEVERS = Registry("retriever", setting="mode", group="retrieval", reserved=RESERVED_NAMES)
 
 
@@ -138,6 +138,10 @@ class Retriever(ABC):
 
     def models_used(self) -> dict[str, str]:
         """Run params naming the models it actually runs (after any offline fallback)."""
+        return {}
+
+    def metrics(self) -> dict[str, float]:
+        """Run metrics about its searches so far (the dense retriever's approximate-search recall)."""
         return {}
 
     def settings_key(self) -> tuple:

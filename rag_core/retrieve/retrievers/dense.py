@@ -7,6 +7,13 @@ manifest ``dense-<key>.json`` (the key also covers the vector store unless it is
 default, so backends never share one) says the collection is complete; it is written only after a
 complete upsert, so an interrupted write (a server that died mid-ingest) is completed by the next run,
 not written again. A filter reaches the vector store as ``where doc_id in [...]``.
+
+Search is exact by default (``dense_search: auto``: exact up to ``dense_exact_max`` chunks; ``exact``;
+``approximate``): every stored vector is scored and the list ordered by (score, chunk id)
+(``rag_core.retrieve.vector_stores.exact``), so two builds of one store and two processes return the
+same lists, which an approximate HNSW graph does not. Above the threshold the store's approximate
+search is used, its ties ordered by id, and the first ``ANN_SAMPLE`` queries are also searched
+exactly to measure its recall (``ann_recall``, logged as ``dense/ann_recall``).
 Left out: several embedding models fused inside one retriever (register two retrievers instead).
 """
 
@@ -20,6 +27,16 @@ from typing import Any, Sequence
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
 from rag_core.retrieve.vector_stores import manifest_key
+from rag_core.retrieve.vector_stores.exact import ExactSearch, by_score_then_id
+
+ANN_SAMPLE = 20  # queries searched exactly too when search is approximate, to measure its recall
+
+
+def search_mode(config: Any, chunks: int) -> str:
+    """``exact`` or ``approximate``: what ``dense_search`` means for a collection of `chunks` chunks."""
+    if config.dense_search == "auto":
+        return "exact" if chunks <= config.dense_exact_max else "approximate"
+    return config.dense_search
 
 
 def manifest_name(model: str, context_key: Any, vector_store: str) -> str:
@@ -35,15 +52,24 @@ class DenseRetriever(Retriever):
         super().__init__(name, config, resources)
         self.collection: str | None = None
         self.vector_store: Any = None
+        self.mode = ""  # exact | approximate, once built
+        self.exact: ExactSearch | None = None
+        self._chunks: ChunkSet | None = None
+        self._reference: ExactSearch | None = None  # exact search to measure approximate search against
+        self.ann_overlap: list[float] = []  # approximate search: recall@depth of each sampled query
 
     @property
     def embedder(self) -> Any:
         return self.resources.embedder
 
-    def cache_key(self, chunks: ChunkSet) -> str:
+    def manifest_name(self, chunks: ChunkSet) -> str:
         """The manifest's name: the model as used (after any fallback, with its backend), the chunk
         context and the vector store (unless it is the embedded default, keyed as before)."""
         return manifest_name(self.embedder.cache_name, chunks.context_key, self.config.vector_store)
+
+    def cache_key(self, chunks: ChunkSet) -> str:
+        """The manifest's name and the search mode (exact and approximate lists differ)."""
+        return f"{self.manifest_name(chunks)}-{search_mode(self.config, len(chunks.chunks))}"
 
     def build(self, chunks: ChunkSet) -> None:
         if self.collection is not None:
@@ -53,7 +79,7 @@ class DenseRetriever(Retriever):
         stats, embedder = self.resources.stats, self.embedder
         model = embedder.cache_name  # the model's name, plus the backend when not plain torch
         context = (chunks.context_key,) if chunks.context_key else ()
-        manifest_path = chunks.folder / f"{self.cache_key(chunks)}.json"
+        manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
         collection = f"dense-{digest_key(chunks.chunking_key, model, *context)}"
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
         stored = self.vector_store.count(collection)
@@ -88,14 +114,49 @@ class DenseRetriever(Retriever):
         stats.truncated = manifest["truncated"]
         stats.max_seq_length = manifest["max_seq_length"]
         self.collection = collection
+        self._chunks = chunks
+        self.mode = search_mode(self.config, len(chunks.chunks))
+        if self.mode == "exact":
+            self.exact = self._exact_index(chunks)
+
+    def _exact_index(self, chunks: ChunkSet) -> ExactSearch:
+        """The collection's vectors as stored (a store with ``vectors``), else from the embedding cache."""
+        if hasattr(self.vector_store, "vectors"):
+            found = ExactSearch.from_store(self.vector_store, self.collection)
+            if len(found) == len(chunks.chunks) and set(found.ids) == set(chunks.ids):
+                return found
+        vectors, _ = self.embedder.embed_documents(chunks.texts)
+        return ExactSearch(chunks.ids, vectors, [chunk.doc_id for chunk in chunks.chunks])
 
     def search(self, query: Query, depth: int, allowed_doc_ids: Sequence[str] | None = None) -> Ranked:
         started = time.perf_counter()
         vector, embed_ms = query.vector()
-        where = {"doc_id": list(allowed_doc_ids)} if allowed_doc_ids is not None else None
-        hits = self.vector_store.search(self.collection, vector, depth, where=where)
+        if self.exact is not None:
+            hits = self.exact.search(vector, depth, allowed_doc_ids)
+        else:
+            where = {"doc_id": list(allowed_doc_ids)} if allowed_doc_ids is not None else None
+            hits = by_score_then_id(self.vector_store.search(self.collection, vector, depth, where=where), depth)
         search_ms = (time.perf_counter() - started) * 1000 - embed_ms
+        if self.exact is None and len(self.ann_overlap) < ANN_SAMPLE and hits:
+            self._measure_ann(vector, depth, allowed_doc_ids, hits)
         return Ranked(hits, {"embed_query": embed_ms, "vector_search": search_ms})
+
+    def _measure_ann(self, vector: Any, depth: int, allowed_doc_ids: Sequence[str] | None, hits: list) -> None:
+        """Recall of the approximate list against the exact one (not part of the query's latency)."""
+        if self._reference is None:
+            self._reference = self._exact_index(self._chunks)
+        exact = {hit.id for hit in self._reference.search(vector, depth, allowed_doc_ids)}
+        if exact:
+            self.ann_overlap.append(len(exact & {hit.id for hit in hits}) / len(exact))
+
+    @property
+    def ann_recall(self) -> float | None:
+        """Mean recall of approximate search against exact search over the sampled queries (None: exact search)."""
+        return sum(self.ann_overlap) / len(self.ann_overlap) if self.ann_overlap else None
+
+    def metrics(self) -> dict[str, float]:
+        """``<name>/ann_recall``: approximate search's recall against exact search (only when approximate)."""
+        return {} if self.ann_recall is None else {f"{self.name}/ann_recall": self.ann_recall}
 
     def models_used(self) -> dict[str, str]:
         return {"embed_model_used": self.embedder.name_used, "embed_backend_used": self.embedder.backend_used}

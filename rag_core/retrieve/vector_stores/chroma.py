@@ -15,6 +15,7 @@ import numpy as np
 
 from rag_core.records import ScoredId
 from rag_core.retrieve.vector_stores.base import Where
+from rag_core.retrieve.vector_stores.exact import TIE_MARGIN, by_score_then_id
 
 _UPSERT_BATCH = 1000
 
@@ -66,15 +67,24 @@ class ChromaVectorStore:
 
     def search(self, collection: str, vector: np.ndarray, k: int,
                where: Where | None = None) -> list[ScoredId]:
+        """Approximate (HNSW) search; a few more than `k` are asked for, so equal scores at the cut are
+        ordered by id, not by insertion order."""
         target = self._collection(collection)
         result = target.query(
             query_embeddings=np.asarray(vector, dtype=np.float32)[None, :],
-            n_results=min(k, max(1, target.count())),
+            n_results=min(k + TIE_MARGIN, max(1, target.count())),
             where=chroma_where(where),
             include=["distances"],
         )
         # Chroma's cosine distance is 1 - cosine similarity.
-        return [ScoredId(id_, 1.0 - float(distance)) for id_, distance in zip(result["ids"][0], result["distances"][0])]
+        return by_score_then_id((ScoredId(id_, 1.0 - float(distance))
+                                 for id_, distance in zip(result["ids"][0], result["distances"][0])), k)
+
+    def vectors(self, collection: str) -> tuple[list[str], np.ndarray, list[str | None]]:
+        """Every stored (id, vector, doc_id) of `collection`, as written (exact search reads these)."""
+        found = self._collection(collection).get(include=["embeddings", "metadatas"])
+        matrix = np.asarray(found["embeddings"], dtype=np.float32) if len(found["ids"]) else np.zeros((0, 0), np.float32)
+        return list(found["ids"]), matrix, [(metadata or {}).get("doc_id") for metadata in found["metadatas"]]
 
 
 def chroma_where(where: Where | None) -> dict | None:
