@@ -35,6 +35,7 @@ from rag_core.cli import calibrate_judge, components, ingest, make_golden, query
 from rag_core.cli import eval as evaluate  # noqa: E402
 from rag_core.cli.common import EXIT_BAD_INPUT, add_common_arguments, known_failure  # noqa: E402
 from rag_core.config import ConfigError  # noqa: E402
+from rag_core.doc_ids import escape_terminal  # noqa: E402
 
 # The subcommands, in the order `rag-pipeline --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, make_golden, calibrate_judge, tune_fusion,
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         if failure is None:
             raise
         message, code = failure
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {escape_terminal(message)}", file=sys.stderr)
         return code
 
 

@@ -31,7 +31,7 @@ from rag_core.ingest.corpus import Corpus, store_corpus
 from rag_core.ingest.files import read_documents
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
 from rag_core.workbench.datasets import log_golden_input
-from rag_core.workbench.tracking import Tracker, TrackingTarget, log_evaluation
+from rag_core.workbench.tracking import Tracker, TrackingTarget, log_evaluation, tracking_errors
 
 RESULT_MIME = "application/json"  # how the notebook's last cell records its result for papermill readers
 
@@ -122,6 +122,8 @@ def evaluate_and_log(
     """Evaluate `config` on `inputs` and log one MLflow run where `tracking` says (None: not logged).
     Its experiment defaults to ``inputs.experiment`` and its run name to ``run_name_for(config)``;
     with ``tracking.run_id`` (a run the caller created, e.g. a sweep point) the report goes into that run."""
+    if tracking is not None and tracking.run_id is None:  # an unusable tracking store fails before the work
+        Tracker.at(tracking.uri).check()
     started = time.perf_counter()
     report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
                              read_seconds=inputs.read_seconds, where=where)
@@ -137,19 +139,20 @@ def evaluate_and_log(
     tracker = Tracker.at(tracking.uri)
     target = replace(tracking, uri=tracker.uri, experiment=tracking.experiment or inputs.experiment,
                      run_name=tracking.run_name or run_name_for(config))
-    started = time.perf_counter()
-    run_id = log_evaluation(report, target)
-    log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
-    timing["timing/log_seconds"] = time.perf_counter() - started
-    if config.tracing:
-        from rag_core.workbench.traces import log_query_traces  # imports MLflow's tracing: only when asked for
-
+    with tracking_errors(tracker.uri):
         started = time.perf_counter()
-        log_query_traces(report, run_id=run_id, experiment_id=tracker.experiment_id(target.experiment),
-                         tracking_uri=tracker.uri)
-        timing["timing/tracing_seconds"] = time.perf_counter() - started
-    tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
-                                 if name in timing})
+        run_id = log_evaluation(report, target)
+        log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
+        timing["timing/log_seconds"] = time.perf_counter() - started
+        if config.tracing:
+            from rag_core.workbench.traces import log_query_traces  # imports MLflow's tracing: only when asked for
+
+            started = time.perf_counter()
+            log_query_traces(report, run_id=run_id, experiment_id=tracker.experiment_id(target.experiment),
+                             tracking_uri=tracker.uri)
+            timing["timing/tracing_seconds"] = time.perf_counter() - started
+        tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
+                                     if name in timing})
     return EvalRun(report, target.experiment, run_id, tracker.uri, timing)
 
 

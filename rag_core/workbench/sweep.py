@@ -43,7 +43,7 @@ from typing import Any, Callable, Iterator
 from rag_core.config import ConfigError
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
-from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker
+from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome, run_point
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
@@ -94,6 +94,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     started = time.perf_counter()
     store_dir = Path(store_dir).resolve()
     tracker = Tracker.at(tracking_uri)
+    tracker.check()  # an unusable tracking store fails in one line, before any work
     if executor == "ray":  # joined first: an unreachable cluster leaves no parent run behind
         from rag_core.workbench import ray_executor
 
@@ -115,8 +116,9 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     data_key = {**spec.data_identity(), "corpus": inputs.corpus.fingerprint, "golden": golden_fingerprint(inputs.queries)}
     point_hashes = {point.number: digest({"settings": point.config.as_params(), "data": data_key}) for point in points}
 
-    parent_id, resumed = parent_run(tracker, experiment, spec, inputs, len(points), rerun)
-    finished = {} if rerun else finished_points(tracker, experiment, parent_id)
+    with tracking_errors(tracker.uri):
+        parent_id, resumed = parent_run(tracker, experiment, spec, inputs, len(points), rerun)
+        finished = {} if rerun else finished_points(tracker, experiment, parent_id)
     todo = [point for point in points if point_hashes[point.number] not in finished]
     outcomes = [PointOutcome(point, RunStatus.SKIPPED, finished[point_hashes[point.number]]) for point in points if point not in todo]
     unavailable, todo = _without_unavailable_models(todo)
