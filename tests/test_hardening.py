@@ -240,3 +240,33 @@ def test_tracking_timeout_must_be_a_positive_number(monkeypatch):
             tracking_timeout_s()
     monkeypatch.delenv("RAG_TRACKING_TIMEOUT_S")
     assert tracking_timeout_s() == 10.0
+
+
+# --- a read-only store --------------------------------------------------------------------------
+@pytest.fixture
+def read_only_store(bm25_store, tmp_path):
+    """A copy of the store under a read-only bind mount (root with mount rights; skipped otherwise:
+    as root, file permissions alone do not stop writing)."""
+    import shutil
+    import subprocess
+
+    source, mount = tmp_path / "source", tmp_path / "read-only"
+    shutil.copytree(bm25_store[0], source / "store")
+    mount.mkdir()
+    if subprocess.run(["mount", "--bind", str(source), str(mount)], capture_output=True).returncode:
+        pytest.skip("cannot bind-mount here (needs root with mount rights)")
+    try:
+        if subprocess.run(["mount", "-o", "remount,ro,bind", str(mount)], capture_output=True).returncode:
+            pytest.skip("cannot remount read-only here")
+        yield mount / "store", bm25_store[1]
+    finally:
+        subprocess.run(["umount", str(mount)], capture_output=True)
+
+
+@pytest.mark.parametrize("settings", [[], ["--chunk-size", "128", "--overlap", "16"]])  # its index / a new one
+def test_eval_on_a_read_only_store_is_one_line(read_only_store, settings):
+    store, golden = read_only_store
+    result = run_cli("eval", "--golden", str(golden), "--mode", "bm25", "--rerank-depth", "0", "--no-mlflow",
+                     *settings, store=store)
+    assert result.returncode == 1
+    assert last_line(result).startswith(f"error: cannot use the store {store}: ")

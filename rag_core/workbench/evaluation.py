@@ -29,6 +29,7 @@ from rag_core.evaluate.evaluator import EvalReport, evaluate_config
 from rag_core.evaluate.golden import GoldenQuery, load_golden
 from rag_core.ingest.corpus import Corpus, store_corpus
 from rag_core.ingest.files import read_documents
+from rag_core.service import store_access
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
 from rag_core.workbench.datasets import log_golden_input
 from rag_core.workbench.tracking import Tracker, TrackingTarget, log_evaluation, tracking_errors
@@ -76,7 +77,8 @@ def load_eval_inputs(
             raise BadInput("no golden set: give --golden FILE (or --beir DIR)")
         if input_dir is not None:
             store = Path(store_dir) if store_dir is not None else default_store_dir()
-            result = read_documents(input_dir, progress=progress, cache_dir=store / "extracted")
+            with store_access(store):  # a read-only store: one line naming it (exit 1)
+                result = read_documents(input_dir, progress=progress, cache_dir=store / "extracted")
             if not result.documents:
                 reasons = "; ".join(f"{item.path}: {item.reason}" for item in result.skipped) or "no files found"
                 raise BadInput(f"no documents could be read from {input_dir} ({reasons})")
@@ -125,8 +127,9 @@ def evaluate_and_log(
     if tracking is not None and tracking.run_id is None:  # an unusable tracking store fails before the work
         Tracker.at(tracking.uri).check()
     started = time.perf_counter()
-    report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
-                             read_seconds=inputs.read_seconds, where=where)
+    with store_access(Path(store_dir)):  # a read-only store: one line naming it (exit 1)
+        report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
+                                 read_seconds=inputs.read_seconds, where=where)
     timing = {
         "timing/read_seconds": inputs.read_seconds,
         "timing/build_seconds": report.metrics["index/ingest_seconds"] - inputs.read_seconds,
