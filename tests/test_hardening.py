@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from conftest import run_cli
+from pdf_factory import write_pdf
 from rag_core.cli import main as cli_main
 from rag_core.config import MAX_YAML_VALUES, ConfigError, load_config
 from rag_core.errors import BadInput, RunFailure
@@ -270,3 +271,188 @@ def test_eval_on_a_read_only_store_is_one_line(read_only_store, settings):
                      *settings, store=store)
     assert result.returncode == 1
     assert last_line(result).startswith(f"error: cannot use the store {store}: ")
+
+
+# --- ingest reconciles the store with the folder ------------------------------------------------
+def passages_for(store, question: str, *flags: str) -> list[str]:
+    result = run_cli("query", question, "--json", "--no-llm", "--rerank-depth", "0", *flags, store=store)
+    assert result.returncode == 0, result.stderr
+    return [passage["source"] for passage in json.loads(result.stdout)["passages"]]
+
+
+def ingest_json(folder, store, *flags: str) -> dict:
+    result = run_cli("ingest", "--input", str(folder), "--json", *flags, store=store)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def three_files(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "alpha.txt").write_text("Alpha: the zorblat reactor runs on flux crystals.")
+    (folder / "bravo.txt").write_text("Bravo: the quintessence drive needs warp coils.")
+    (folder / "charlie.txt").write_text("Charlie: the gravitron lens bends starlight.")
+    return folder
+
+
+@pytest.mark.slow  # loads the embedding model in five processes (the dense index must forget them too)
+def test_ingest_removes_deleted_renamed_and_replaced_files_from_every_index(three_files, tmp_path):
+    store = tmp_path / "store"
+    assert ingest_json(three_files, store)["documents"] == 3
+    (three_files / "bravo.txt").rename(three_files / "bravo-renamed.txt")
+    (three_files / "charlie.txt").unlink()
+    (three_files / "charlie.txt").mkdir()  # a file replaced by a folder
+    report = ingest_json(three_files, store)
+    assert (report["documents_read"], report["documents"], report["removed"]) == (2, 2, 2)
+    assert report["removed_documents"] == ["bravo.txt", "charlie.txt"]
+    for flags in (["--mode", "bm25"], ["--mode", "dense"], []):  # every index: BM25, dense, hybrid
+        assert set(passages_for(store, "gravitron lens starlight quintessence warp", *flags)) <= {
+            "alpha.txt", "bravo-renamed.txt"}
+    assert "bravo-renamed.txt" in passages_for(store, "quintessence drive warp coils", "--mode", "bm25")
+    text = run_cli("ingest", "--input", str(three_files), store=store)
+    assert "Removed" not in text.stdout  # nothing left to remove
+    (three_files / "alpha.txt").unlink()
+    text = run_cli("ingest", "--input", str(three_files), store=store)
+    assert "Removed 1 document(s) whose file is gone: alpha.txt" in text.stdout
+
+
+def test_keep_missing_keeps_them_and_other_folders_and_unreadable_files_are_left_alone(three_files, tmp_path):
+    store, other = tmp_path / "store", tmp_path / "other"
+    other.mkdir()
+    (other / "delta.txt").write_text("Delta: the chronoton field decays slowly.")
+    ingest_json(three_files, store, "--mode", "bm25")
+    ingest_json(other, store, "--mode", "bm25")
+    (three_files / "alpha.txt").unlink()
+    (three_files / "bravo.txt").write_bytes(b"")  # still there, cannot be read now: its last version stays
+    kept = ingest_json(three_files, store, "--keep-missing", "--mode", "bm25")
+    assert (kept["removed"], kept["documents"]) == (0, 4)
+    report = ingest_json(three_files, store, "--mode", "bm25")
+    assert (report["removed"], report["removed_documents"], report["documents"]) == (1, ["alpha.txt"], 3)
+    assert passages_for(store, "chronoton field decays", "--mode", "bm25")[0] == "delta.txt"
+    assert passages_for(store, "quintessence drive warp coils", "--mode", "bm25")[0] == "bravo.txt"
+
+
+def test_an_interrupted_ingest_leaves_nothing_behind_after_the_next_one(three_files, tmp_path):
+    from rag_core.ingest.corpus import DocumentStore
+    from rag_core.ingest.files import read_documents
+
+    store = tmp_path / "store"
+    ingest_json(three_files, store, "--mode", "bm25")
+    documents = DocumentStore(store)
+    registered = sorted(path.name for path in documents.root.iterdir())
+    (three_files / "echo.txt").write_text("Echo: staged and never registered, " + "x" * 10_000)
+    documents.stage(read_documents(three_files).documents)  # an ingest killed after staging
+    (documents.root / ".tmp-killed.json").write_text("{\"half\": ")  # and one killed mid-write
+    assert len(list(documents.root.iterdir())) == len(registered) + 2
+    (three_files / "echo.txt").unlink()
+    report = ingest_json(three_files, store, "--mode", "bm25")
+    assert report["cleaned_bytes"] > 10_000
+    assert sorted(path.name for path in documents.root.iterdir()) == registered
+
+
+# --- a damaged store ----------------------------------------------------------------------------
+def _truncated(path):
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+
+
+DAMAGES = {"truncated": _truncated, "empty": lambda path: path.write_bytes(b""),
+           "wrong JSON type": lambda path: path.write_text("[1, 2, 3]")}
+# store file -> what a query does with it damaged: "error" (one line naming the file and the repair)
+# or "rebuilt" (derived from the documents: rebuilt on the spot, with a warning)
+STORE_FILES = {
+    "documents/registry.json": "error",
+    "documents/<a document>.json": "error",
+    "active.json": "rebuilt",
+    "chunks/*/chunks.jsonl": "rebuilt",
+    "chunks/*/bm25-*/bm25_meta.json": "rebuilt",
+    "chunks/*/bm25-*/bm25_ids.json": "rebuilt",
+    "chunks/*/bm25-*/bm25s/vocab.index.json": "rebuilt",
+    "chunks/*/bm25-*/bm25s/data.csc.index.npy": "rebuilt",
+    "extracted/*.json": "rebuilt",
+    "cache.sqlite": "rebuilt",
+}
+
+
+@pytest.fixture(scope="module")
+def intact_store(tmp_path_factory):
+    from rag_core.config import RagConfig
+    from rag_core.service import ingest_directory
+
+    folder = tmp_path_factory.mktemp("damage")
+    documents = folder / "docs"
+    documents.mkdir()
+    (documents / "alpha.txt").write_text("Alpha: the zorblat reactor runs on flux crystals.")
+    (documents / "bravo.txt").write_text("Bravo: the quintessence drive needs warp coils.")
+    write_pdf(documents / "charlie.pdf", ["Charlie: the gravitron lens bends starlight."])  # extracted/ keeps its text
+    config = RagConfig(mode="bm25", rerank_depth=0)
+    ingest_directory(documents, folder / "store", config)
+    return documents, folder / "store", config
+
+
+def damaged_copy(intact_store, tmp_path, target: str, damage: str):
+    import shutil
+
+    from rag_core.ingest.corpus import DocumentStore
+
+    documents, store, config = intact_store
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    if target == "documents/<a document>.json":
+        registry = DocumentStore(copy).registry()
+        paths = [DocumentStore(copy)._doc_path("alpha.txt", registry["alpha.txt"])]
+    else:
+        paths = sorted(copy.glob(target))
+    assert paths, target
+    for path in paths:
+        DAMAGES[damage](path)
+    return documents, copy, config, paths[0]
+
+
+def sources(store, config, question="zorblat reactor flux crystals"):
+    from rag_core.service import answer_query
+
+    return [hit.chunk.doc_id for hit in answer_query(question, store, config, use_llm=False).retrieval.hits]
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+@pytest.mark.parametrize("target", sorted(STORE_FILES))
+def test_a_damaged_store_file_is_named_with_its_repair_and_ingest_repairs_it(intact_store, tmp_path, caplog,
+                                                                             target, damage):
+    from rag_core.errors import DamagedStore
+    from rag_core.service import ingest_directory
+
+    documents, store, config, path = damaged_copy(intact_store, tmp_path, target, damage)
+    if STORE_FILES[target] == "error":
+        with pytest.raises(DamagedStore) as raised:
+            sources(store, config)
+        message = str(raised.value)
+        assert message.startswith(f"the store's file {path} is damaged (")
+        assert message.endswith(f"repair: rag-pipeline ingest --input <your documents folder> --store {store} "
+                                "rebuilds it from the documents and keeps what is intact")
+        assert "\n" not in message and isinstance(raised.value, RunFailure)
+    else:
+        assert sources(store, config)[0] == "alpha.txt"  # rebuilt on the spot
+    report = ingest_directory(documents, store, config)
+    assert report["documents"] == 3
+    if target == "documents/registry.json":
+        assert report["registry_rebuilt"] is True
+    if target == "documents/<a document>.json":
+        assert report["dropped_damaged"] == ["alpha.txt"]
+    assert sources(store, config)[0] == "alpha.txt"
+    assert sources(store, config, "quintessence drive warp coils")[0] == "bravo.txt"
+
+
+def test_a_damaged_registry_is_rebuilt_without_losing_documents_of_other_folders(intact_store, tmp_path):
+    from rag_core.service import ingest_directory
+
+    documents, store, config, _ = damaged_copy(intact_store, tmp_path, "documents/registry.json", "truncated")
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "delta.txt").write_text("Delta: the chronoton field decays slowly.")
+    report = ingest_directory(other, store, config)  # another folder: alpha and bravo come back from their files
+    assert report["registry_rebuilt"] is True and report["documents"] == 4
+    assert sources(store, config)[0] == "alpha.txt"
+    assert sources(store, config, "chronoton field decays")[0] == "delta.txt"
+    assert (store / "documents" / "registry.json.damaged").exists()

@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        _quiet_after_interrupt()
         return 130
     except Exception as exc:  # known failures (settings, inputs, models, LLM API) carry a readable message
         failure = known_failure(exc)
@@ -83,6 +84,19 @@ def main(argv: list[str] | None = None) -> int:
         message, code = failure
         print(f"error: {escape_terminal(message)}", file=sys.stderr)
         return code
+
+
+def _quiet_after_interrupt() -> None:
+    """After Ctrl-C, what worker threads raise while their kernels die (papermill's DeadKernelError)
+    is one line each, not a traceback after "interrupted"."""
+    import threading
+
+    def one_line(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is not None and not issubclass(args.exc_type, SystemExit):
+            print(f"interrupted: {args.exc_type.__name__} in a worker thread (ignored)", file=sys.stderr)
+
+    threading.excepthook = one_line
+    logging.raiseExceptions = False
 
 
 if __name__ == "__main__":
