@@ -28,7 +28,9 @@ import errno
 import json
 import logging
 import os
+import shutil
 import sqlite3
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -92,10 +94,30 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
             documents = DocumentStore(store_dir)
             repaired = documents.repair()  # a damaged registry or document file: rebuilt from what is intact
             report.update(registry_rebuilt=repaired["registry_rebuilt"], dropped_damaged=repaired["dropped_damaged"])
-            report["cleaned_bytes"] = documents.clean_staged()
+            report["cleaned_bytes"] = documents.clean_staged() + _clean_stale_temporaries(store_dir)
             gone = [] if keep_missing or not result.documents else _gone(documents, input_dir, result)
             report.update(removed=len(gone), removed_documents=gone)
             return _ingest_locked(result.documents, store_dir, config, progress, report, gone)
+
+
+STALE_TEMPORARY_S = 600  # a temporary index file this old belongs to no running build
+
+
+def _clean_stale_temporaries(store_dir: Path) -> int:
+    """Delete the temporary files and folders an interrupted index build left under ``chunks/``
+    (``.tmp-*``, ``*.tmp``) once older than ``STALE_TEMPORARY_S`` (a query may be building one now);
+    return the bytes freed."""
+    freed, now = 0, time.time()
+    for path in [*store_dir.glob("chunks/*/.tmp-*"), *store_dir.glob("chunks/*/*.tmp")]:
+        try:
+            if now - path.lstat().st_mtime < STALE_TEMPORARY_S:
+                continue
+            files = [path] if not path.is_dir() else [item for item in path.rglob("*") if item.is_file()]
+            freed += sum(item.lstat().st_size for item in files)
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        except OSError:  # gone meanwhile
+            continue
+    return freed
 
 
 def _gone(documents: DocumentStore, input_dir: Path, result: Any) -> list[str]:

@@ -6,6 +6,7 @@ one ``error:`` line, exit 2 for bad input and 1 for the environment."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 
@@ -345,10 +346,17 @@ def test_an_interrupted_ingest_leaves_nothing_behind_after_the_next_one(three_fi
     documents.stage(read_documents(three_files).documents)  # an ingest killed after staging
     (documents.root / ".tmp-killed.json").write_text("{\"half\": ")  # and one killed mid-write
     assert len(list(documents.root.iterdir())) == len(registered) + 2
+    [chunks] = store.glob("chunks/*")
+    old, fresh = chunks / ".tmp-bm25-killed", chunks / ".tmp-bm25-building"  # index builds: one killed, one running
+    for folder in (old, fresh):
+        folder.mkdir()
+        (folder / "data.npy").write_bytes(b"0" * 5000)
+    os.utime(old, (time.time() - 3600, time.time() - 3600))
     (three_files / "echo.txt").unlink()
     report = ingest_json(three_files, store, "--mode", "bm25")
-    assert report["cleaned_bytes"] > 10_000
+    assert report["cleaned_bytes"] > 15_000
     assert sorted(path.name for path in documents.root.iterdir()) == registered
+    assert not old.exists() and fresh.exists()
 
 
 # --- a damaged store ----------------------------------------------------------------------------
