@@ -212,8 +212,10 @@ def tracking(uri: Callable[[Path], str], **env: str):
 
 def vanished(change: Callable[[Path], None]):
     def run(root: Path) -> Outcome:
-        folder = root / "docs"
-        target = store(root)  # ingested before the change
+        folder, target = documents(root), root / "own-store"  # ingested from this folder before the change
+        first = cli("ingest", "--input", str(folder), "--store", str(target), *BASE)
+        if first.code:
+            return first
         change(folder)
         outcome = cli("ingest", "--input", str(folder), "--store", str(target), *BASE)
         if outcome.code:

@@ -141,7 +141,7 @@ class Tracker:
         timeout = tracking_timeout_s()
         if scheme in ("http", "https"):
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
-            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "0")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # MLflow's 7, with backoff: minutes
             parts = urlsplit(self.uri)
             address = (parts.hostname or "localhost", parts.port or (443 if scheme == "https" else 80))
             try:
