@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Callable
 
 RESULTS = Path(__file__).resolve().parent / "results" / "probes.json"
+MEMORY_LIMIT = 6 << 30  # bytes of data a probed command may hold: an alias bomb must not take a shared machine
 SECRET = "PROBE-SECRET-4711"
 BASE = ["--mode", "bm25", "--rerank-depth", "0"]
 
@@ -61,10 +63,15 @@ def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd
     started = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-m", "rag_core.cli", *args], capture_output=True, text=True,
-                              env={**os.environ, **(env or {})}, timeout=timeout, cwd=cwd, errors="replace")
+                              env={**os.environ, **(env or {})}, timeout=timeout, cwd=cwd, errors="replace",
+                              preexec_fn=_limit_memory)
         return Outcome(done.returncode, done.stdout, done.stderr, time.perf_counter() - started)
     except subprocess.TimeoutExpired as exc:
         return Outcome(-9, str(exc.stdout or ""), f"timed out after {timeout} s", time.perf_counter() - started)
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
 def python(code: str) -> Outcome:
