@@ -94,11 +94,11 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     started = time.perf_counter()
     store_dir = Path(store_dir).resolve()
     tracker = Tracker.at(tracking_uri)
-    tracker.check()  # an unusable tracking store fails in one line, before any work
     if executor == "ray":  # joined first: an unreachable cluster leaves no parent run behind
         from rag_core.workbench import ray_executor
 
         ray_executor.connect(ray_address, tracker.uri)
+    tracker.check()  # an unusable tracking store fails in one line, before any work
     output_dir = Path(output_dir).resolve() if output_dir else spec.path.resolve().parent / "runs" / spec.name
     output_dir.mkdir(parents=True, exist_ok=True)
     points, skipped_invalid = spec.points()
