@@ -96,13 +96,14 @@ def ask(question: str, store: Path, config: RagConfig) -> str | None:
     from rag_core.generate.answer import answer_question
     from rag_core.service import open_pipeline
 
+    before = DocumentStore(store).registry()  # the ingest adds and removes documents meanwhile
     pipeline = open_pipeline(store, config, progress=False)
     retrieval = pipeline.retrieve(question)
     answer_question(question, retrieval.hits, config, use_llm=False)
     work = pipeline.index.stats
     if work.chunkings_built or work.embed_seconds or work.bm25_seconds:
         return f"the query built an index of {len(pipeline.corpus)} documents (an ingest left it unbuilt)"
-    registered = DocumentStore(store).registry()  # documents are only added during a soak
+    registered = before.keys() | DocumentStore(store).registry().keys()  # registered at some time of the query
     for hit in retrieval.hits:
         document = pipeline.corpus.by_id.get(hit.chunk.doc_id)
         if document is None or hit.chunk.doc_id not in registered:
