@@ -3,7 +3,8 @@
 `--processes` query processes (`--hybrid` of them in hybrid mode, the rest BM25, no re-ranking, no
 LLM) warm up (one untimed query), then all together answer questions in a loop, the way `rag-pipeline query` does (``service.answer_query``:
 registry, chunks, indexes read afresh for every query), for `--seconds`. Meanwhile this process
-ingests the sample corpus and then, round after round, writes two new documents and ingests the
+ingests the sample corpus and then, round after round, writes two new documents, deletes one written
+two rounds before and renames another (the ingest removes what is gone: issue 20), and ingests the
 folder again. All of it on local files; nothing listens on the network.
 
 Checked: every query answers (no exception), from a consistent store (every passage's chunk belongs
@@ -14,8 +15,8 @@ does not pay for embeddings again: embeddings are a pure function of (model, tex
 
 Prints a table and writes JSON (query count, p50/p95 latency, errors, ingest rounds) to
 benchmarks/results/soak.json.   Usage: python benchmarks/soak.py [--seconds 60] [--processes 8]
-Left out: re-ranking and LLM calls (their costs are measured elsewhere), documents that change or
-disappear during the run, several ingests at once (the ingest lock serialises them).
+Left out: re-ranking and LLM calls (their costs are measured elsewhere), documents whose content
+changes during the run, several ingests at once (the ingest lock serialises them).
 """
 
 from __future__ import annotations
@@ -95,13 +96,14 @@ def ask(question: str, store: Path, config: RagConfig) -> str | None:
     from rag_core.generate.answer import answer_question
     from rag_core.service import open_pipeline
 
+    before = DocumentStore(store).registry()  # the ingest adds and removes documents meanwhile
     pipeline = open_pipeline(store, config, progress=False)
     retrieval = pipeline.retrieve(question)
     answer_question(question, retrieval.hits, config, use_llm=False)
     work = pipeline.index.stats
     if work.chunkings_built or work.embed_seconds or work.bm25_seconds:
         return f"the query built an index of {len(pipeline.corpus)} documents (an ingest left it unbuilt)"
-    registered = DocumentStore(store).registry()  # documents are only added during a soak
+    registered = before.keys() | DocumentStore(store).registry().keys()  # registered at some time of the query
     for hit in retrieval.hits:
         document = pipeline.corpus.by_id.get(hit.chunk.doc_id)
         if document is None or hit.chunk.doc_id not in registered:
@@ -125,13 +127,19 @@ def soak(seconds: float, processes: int, hybrid: int, workdir: Path) -> dict:
     until = time.time() + seconds
     (workdir / "go.tmp").write_text(repr(until))  # all start together, warm, while the ingest runs
     (workdir / "go.tmp").rename(workdir / "go")  # at once: a worker never reads it half written
-    rounds, added = 0, 0
+    rounds, added, removed = 0, 0, 0
     while time.time() < until:
         for _ in range(2):
             name, text = addendum(added)
             (folder / name).parent.mkdir(parents=True, exist_ok=True)
             (folder / name).write_text(text)
             added += 1
+        if added >= 4:  # one document disappears and one is renamed each round: a removal and an addition
+            gone, moved = folder / addendum(added - 4)[0], folder / addendum(added - 3)[0]
+            gone.unlink(missing_ok=True)
+            if moved.exists():
+                moved.rename(moved.with_name("renamed-" + moved.name))
+            removed += 1
         ingest_directory(folder, store, config)
         rounds += 1
     results = [_finish_worker(worker) for worker in workers]
@@ -145,7 +153,7 @@ def soak(seconds: float, processes: int, hybrid: int, workdir: Path) -> dict:
         "by_mode": {mode: _summary([ms for r in results if r["mode"] == mode for ms in r["latencies_ms"]])
                     for mode in ("bm25", "hybrid")},
         "errors": len(errors), "error_samples": errors[:10],
-        "ingest_rounds": rounds, "documents_added": added,
+        "ingest_rounds": rounds, "documents_added": added, "documents_removed": removed,
         **compare_with_serial(folder, store, workdir / "serial-store", config),
     }
 
@@ -219,7 +227,8 @@ def print_table(result: dict) -> None:
         *((f"  {mode}: queries, p50 / p95", f"{by['queries']}, {by['p50_ms']:.0f} / {by['p95_ms']:.0f} ms")
           for mode, by in result["by_mode"].items()),
         ("errors", str(result["errors"])),
-        ("ingest rounds", f"{result['ingest_rounds']} ({result['documents_added']} documents added)"),
+        ("ingest rounds", f"{result['ingest_rounds']} ({result['documents_added']} documents added, "
+                          f"{result['documents_removed']} removed, as many renamed)"),
         ("final store", f"{result['final_documents']} documents, {result['final_chunks']} chunks"),
         ("equals a serial ingest", "yes" if result["final_store_equals_serial"] else f"NO: {result['differences']}"),
     ]

@@ -28,6 +28,7 @@ from rag_core.components import SETTINGS, ConfigError, Rule, Setting, did_you_me
 from rag_core.components.plugins import resolve_plugins
 from rag_core.ingest.chunking import CHUNKERS  # noqa: F401 - declares the chunking settings
 from rag_core.ingest.metadata import check_pattern
+from rag_core.jsonl import not_utf8
 from rag_core.retrieve.doc_evidence import DOC_EVIDENCE  # noqa: F401 - declares the document evidence settings
 from rag_core.retrieve.embedding import DEFAULT_EMBED_MODEL
 from rag_core.retrieve.expansion import QUERY_EXPANSIONS  # noqa: F401 - declares the expansion settings
@@ -42,6 +43,7 @@ __all__ = ["DEFAULT_EMBED_MODEL", "DEFAULT_LLM_MODEL", "DEFAULT_RERANK_MODEL", "
 DEFAULT_LLM_MODEL = "claude-sonnet-5-5"
 LLM_PROVIDERS = ("anthropic", "openai")
 CHUNK_CONTEXTS = ("none", "title", "title_heading")
+MAX_YAML_VALUES = 100_000  # a config or sweep file holding more (aliases written out) is refused
 ROUTE_WHEN = ("named", "always")  # route_when: only questions naming a document, or every question
 
 
@@ -248,12 +250,34 @@ def read_yaml_mapping(path: str | Path, expected: str = "setting: value") -> dic
     if not path.is_file():
         raise ConfigError(f"file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8-sig")) or {}
+    except UnicodeDecodeError as exc:
+        raise ConfigError(not_utf8(path, exc)) from None
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} is nested too deeply to read") from None
+    if _expanded_size(data) > MAX_YAML_VALUES:
+        raise ConfigError(f"{path} expands to more than {MAX_YAML_VALUES:,} values (YAML aliases repeating "
+                          "aliases?); write the values out")
     if not isinstance(data, dict):
         raise ConfigError(f"{path} must hold a mapping of {expected}")
     return data
+
+
+def _expanded_size(data: Any) -> int:
+    """How many values `data` holds with every YAML alias written out, counting string characters by
+    the thousand; stops counting past ``MAX_YAML_VALUES`` (an alias bomb shares its lists, so it is
+    small in memory until something walks or prints it)."""
+    count, stack = 0, [data]
+    while stack and count <= MAX_YAML_VALUES:
+        value = stack.pop()
+        count += 1 + (len(value) // 1000 if isinstance(value, str) else 0)
+        if isinstance(value, dict):
+            stack += [*value.keys(), *value.values()]
+        elif isinstance(value, (list, tuple)):
+            stack += value
+    return count
 
 
 def read_yaml_settings(path: str | Path) -> dict[str, Any]:

@@ -11,6 +11,8 @@ prompt, citations, the CLI and MLflow see:
   ordinary path is unchanged.
 - ``escape_controls(text)``: only the control characters; for text that may hold an id that did not
   come through ingestion (an older store, a BEIR corpus id), where it is printed as one line.
+- ``escape_terminal(text)``: the same but keeping newlines and tabs, for text shown in a terminal
+  (passages, answers): a NUL or an ANSI escape sequence from a document is shown, never obeyed.
 
 Left out: rejecting such files (they are legitimate files; escaping keeps them searchable),
 normalising Unicode (two names that look alike but differ stay two documents).
@@ -39,6 +41,11 @@ def _needs_escape(char: str) -> bool:
 def escape_controls(text: str) -> str:
     """``text`` with every control, format and line-separator character written as its escape."""
     return "".join(_escape_char(char) if _needs_escape(char) else char for char in text)
+
+
+def escape_terminal(text: str) -> str:
+    """``text`` as ``escape_controls`` writes it, but with its newlines and tabs kept (its layout)."""
+    return "".join(_escape_char(char) if char not in "\n\t" and _needs_escape(char) else char for char in text)
 
 
 def printable_doc_id(path: str) -> str:

@@ -36,8 +36,13 @@ class StoreError(RunFailure):
     """The store cannot be read or written (permissions, read-only or full disk)."""
 
 
+class DamagedStore(StoreError):
+    """A file the store keeps its documents in is truncated, empty, of the wrong type or foreign; the
+    message names the file and the repair (an ingest of the documents rebuilds it)."""
+
+
 class IngestError(Exception):
     """One file could not be read; the message says why (the file is skipped and listed)."""
 
 
-__all__ = ["BadInput", "ConfigError", "EmptyStore", "IngestError", "RunFailure", "StoreError"]
+__all__ = ["BadInput", "ConfigError", "DamagedStore", "EmptyStore", "IngestError", "RunFailure", "StoreError"]

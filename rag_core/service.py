@@ -11,8 +11,15 @@ its documents only after their indexes are built: a killed ingest leaves the sto
 (what it had embedded stays in the cache), and queries, which never wait for the lock, always see a
 registered corpus whose indexes exist. A store that is a file is bad input (exit 2); a store that
 cannot be written is a ``StoreError`` naming the path and the cause (exit 1).
-Left out: removing documents from a store, waiting for an ingest before querying (queries see the
-last complete one), evaluation (``rag_core.workbench.evaluation``).
+An ingest of a folder reconciles the store with it: a registered document whose file was in that
+folder and is gone (deleted, renamed, replaced by a folder) is removed from the registry and so from
+every index built afterwards (the indexes are keyed by the corpus), unless ``keep_missing``; a
+rename is a removal and an addition. Documents ingested from other folders are left alone, and so
+is a file that is still there but cannot be read now (its last good version stays). The report
+says how many were removed (``removed``) and which (``removed_documents``). What an interrupted
+ingest staged and never registered is deleted by the next one (``cleaned_bytes``).
+Left out: waiting for an ingest before querying (queries see the last complete one), evaluation
+(``rag_core.workbench.evaluation``).
 """
 
 from __future__ import annotations
@@ -21,7 +28,9 @@ import errno
 import json
 import logging
 import os
+import shutil
 import sqlite3
+import time
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -65,10 +74,12 @@ def _is_store_failure(exc: Exception, store_dir: Path) -> bool:
     return filename.startswith(os.path.abspath(store_dir)) or getattr(exc, "errno", None) in _STORE_ERRNOS
 
 
-def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progress: bool = False) -> dict[str, Any]:
+def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progress: bool = False,
+                     keep_missing: bool = False) -> dict[str, Any]:
     """Read `input_dir` into the store and build the indexes for `config`. Returns the ingest report
     (the ``ingest --json`` object). Bad files are skipped and reported; when nothing could be read,
-    the store is left untouched."""
+    the store is left untouched. Documents whose file in `input_dir` is gone are removed unless
+    `keep_missing` (see the module docstring)."""
     if not input_dir.exists():
         raise FileNotFoundError(f"input folder not found: {input_dir}")
     with store_access(store_dir):
@@ -80,23 +91,62 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
             return {**report, "documents": 0, "chunks": 0, "added": 0}  # nothing to do: create no store
         store_dir.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(store_dir / "ingest.lock", on_wait=f"waiting for another ingest into {store_dir} ..."):
-            return _ingest_locked(result.documents, store_dir, config, progress, report)
+            documents = DocumentStore(store_dir)
+            repaired = documents.repair()  # a damaged registry or document file: rebuilt from what is intact
+            report.update(registry_rebuilt=repaired["registry_rebuilt"], dropped_damaged=repaired["dropped_damaged"])
+            report["cleaned_bytes"] = documents.clean_staged() + _clean_stale_temporaries(store_dir)
+            gone = [] if keep_missing or not result.documents else _gone(documents, input_dir, result)
+            report.update(removed=len(gone), removed_documents=gone)
+            return _ingest_locked(result.documents, store_dir, config, progress, report, gone)
+
+
+STALE_TEMPORARY_S = 600  # a temporary index file this old belongs to no running build
+
+
+def _clean_stale_temporaries(store_dir: Path) -> int:
+    """Delete the temporary files and folders an interrupted index build left under ``chunks/``
+    (``.tmp-*``, ``*.tmp``) once older than ``STALE_TEMPORARY_S`` (a query may be building one now);
+    return the bytes freed."""
+    freed, now = 0, time.time()
+    for path in [*store_dir.glob("chunks/*/.tmp-*"), *store_dir.glob("chunks/*/*.tmp")]:
+        try:
+            if now - path.lstat().st_mtime < STALE_TEMPORARY_S:
+                continue
+            files = [path] if not path.is_dir() else [item for item in path.rglob("*") if item.is_file()]
+            freed += sum(item.lstat().st_size for item in files)
+            shutil.rmtree(path) if path.is_dir() else path.unlink()
+        except OSError:  # gone meanwhile
+            continue
+    return freed
+
+
+def _gone(documents: DocumentStore, input_dir: Path, result: Any) -> list[str]:
+    """Registered documents whose file was below `input_dir` and is no longer there (neither read nor
+    skipped by this ingest); only for a folder (a single file given as input removes nothing)."""
+    if not input_dir.is_dir():
+        return []
+    folder, seen = os.path.realpath(input_dir), {doc.doc_id for doc in result.documents}
+    seen |= {item.path for item in result.skipped}
+    return sorted(doc.doc_id for doc in documents.corpus().documents
+                  if doc.doc_id not in seen and doc.source and Path(doc.source).is_relative_to(folder))
 
 
 def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, progress: bool,
-                   report: dict[str, Any]) -> dict[str, Any]:
-    """Stage the documents read, build their indexes, and only then register them."""
+                   report: dict[str, Any], removed: list[str]) -> dict[str, Any]:
+    """Stage the documents read, build their indexes, and only then register them (and drop the
+    `removed` ones)."""
     documents = DocumentStore(store_dir)
-    corpus = documents.stage(read)
+    corpus = documents.stage(read, removed)
     report["documents"] = len(corpus)
     if not len(corpus):
+        documents.commit(read, removed)
         report.update(chunks=0, added=0)
         return report
     previous_ids = _active_chunk_ids(store_dir)
     pipeline = Pipeline(config, corpus, store_dir, progress=progress)
     stats = pipeline.build()
     chunk_ids = [chunk.id for chunk in pipeline.index.chunks]
-    documents.commit(read)
+    documents.commit(read, removed)
     write_json_atomic(store_dir / "active.json", {"chunking_key": pipeline.index.chunking_key})
     report.update(
         chunks=len(chunk_ids),
@@ -109,14 +159,14 @@ def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, pro
 
 
 def _active_chunk_ids(store_dir: Path) -> set[str]:
-    active = store_dir / "active.json"
-    if not active.exists():
+    """The chunk ids of the last ingest's index (for the report's ``added``); empty when its files
+    are missing or damaged (this ingest writes them again)."""
+    try:
+        chunking_key = json.loads((store_dir / "active.json").read_text())["chunking_key"]
+        with (store_dir / "chunks" / str(chunking_key) / "chunks.jsonl").open() as lines:
+            return {json.loads(line)["id"] for line in lines}
+    except (OSError, ValueError, KeyError, TypeError):  # missing, damaged, of the wrong type
         return set()
-    chunks = store_dir / "chunks" / json.loads(active.read_text())["chunking_key"] / "chunks.jsonl"
-    if not chunks.exists():
-        return set()
-    with chunks.open() as lines:
-        return {json.loads(line)["id"] for line in lines}
 
 
 def open_pipeline(store_dir: Path, config: RagConfig, progress: bool = True) -> Pipeline:

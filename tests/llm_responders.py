@@ -64,7 +64,7 @@ def judged(request: RecordedRequest) -> tuple[str, str, str]:
     """(axis, answer, what the rubric compares the answer with) of a judge request."""
     axis = AXIS_TITLES[re.search(r"Rubric: ([^.]+)\.", request.system).group(1)]
     answer = element(request.user, "answer")[0]
-    question = re.search(r"Question: (.*)", request.user).group(1)
+    question = element(request.user, "question")[0]
     basis = {"answer_relevance": question, "answer_correctness": " ".join(element(request.user, "reference"))}
     return axis, answer, basis.get(axis, " ".join(element(request.user, "passage")))
 

@@ -120,6 +120,56 @@ def test_fifos_and_broken_or_looping_links_are_skipped_with_a_reason(special_ent
     }
 
 
+# --- the input folder is a boundary ----------------------------------------------------------------
+@pytest.fixture
+def links_out(tmp_path):
+    """An input folder with links that lead outside it (a secret beside it, the process environment,
+    a chain of two links) and links that stay inside it (absolute and relative)."""
+    root, outside = tmp_path / "input", tmp_path / "outside"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET-TOKEN-4711 must never be ingested.")
+    (root / "good.txt").write_text("The flux capacitor needs 1.21 gigawatts.")
+    (root / "sub" / "notes.md").write_text("Doc Brown keeps his notes in the garage.")
+    (root / "secret.txt").symlink_to("../outside/secret.txt")
+    (root / "environ.txt").symlink_to("/proc/self/environ")
+    (root / "hop.txt").symlink_to(outside / "hop.txt")  # a chain: inside -> outside -> outside
+    (outside / "hop.txt").symlink_to(outside / "secret.txt")
+    (root / "inside.txt").symlink_to(root / "good.txt")
+    (root / "relative.md").symlink_to("sub/notes.md")
+    return root
+
+
+def test_links_leading_outside_the_input_folder_are_skipped_and_links_inside_read(links_out):
+    result = read_documents(links_out)
+    texts = {doc.doc_id: doc.text for doc in result.documents}
+    assert sorted(texts) == ["good.txt", "inside.txt", "relative.md", "sub/notes.md"]
+    assert texts["inside.txt"] == texts["good.txt"] and texts["relative.md"] == texts["sub/notes.md"]
+    reasons = {item.path: item.reason for item in result.skipped}
+    assert reasons == {
+        "secret.txt": "symbolic link to a file outside the input folder (to '../outside/secret.txt'); not read",
+        "environ.txt": "symbolic link to a file outside the input folder (to '/proc/self/environ'); not read",
+        "hop.txt": f"symbolic link to a file outside the input folder (to {str(links_out.parent / 'outside' / 'hop.txt')!r}); not read",
+    }
+
+
+def test_cli_ingest_never_stores_a_file_outside_the_folder(links_out, tmp_path):
+    store = tmp_path / "store"
+    env = {"HARDEN_PROBE_SECRET": "ENVIRON-SECRET-0815"}
+    ingested = run_cli("ingest", "--input", str(links_out), "--json", store=store, env=env)
+    assert ingested.returncode == 0, ingested.stderr
+    report = json.loads(ingested.stdout)
+    assert {item["path"] for item in report["skipped"]} == {"secret.txt", "environ.txt", "hop.txt"}
+    text = run_cli("ingest", "--input", str(links_out), store=store, env=env)
+    assert "skipped environ.txt: symbolic link to a file outside the input folder" in text.stdout
+    for query in ("SECRET-TOKEN-4711 must never be ingested", "HARDEN_PROBE_SECRET ENVIRON-SECRET-0815"):
+        answer = run_cli("query", query, "--json", "--no-llm", "--mode", "bm25", store=store, env=env)
+        assert answer.returncode == 0, answer.stderr
+        assert "SECRET" not in answer.stdout.replace(query, "")
+    stored = b"".join(path.read_bytes() for path in store.rglob("*") if path.is_file())
+    assert b"SECRET-TOKEN-4711" not in stored and b"ENVIRON-SECRET-0815" not in stored
+
+
 @pytest.mark.parametrize("error, reason", [
     (PermissionError(errno.EACCES, "Permission denied"), "cannot read: Permission denied"),
     (OSError(errno.EIO, "Input/output error"), "cannot read: Input/output error"),

@@ -35,6 +35,7 @@ from rag_core.cli import calibrate_judge, components, finetune, ingest, make_gol
 from rag_core.cli import eval as evaluate  # noqa: E402
 from rag_core.cli.common import EXIT_BAD_INPUT, add_common_arguments, known_failure  # noqa: E402
 from rag_core.config import ConfigError  # noqa: E402
+from rag_core.doc_ids import escape_terminal  # noqa: E402
 
 # The subcommands, in the order `rag-pipeline --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, make_golden, calibrate_judge, tune_fusion,
@@ -74,14 +75,28 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
+        _quiet_after_interrupt()
         return 130
     except Exception as exc:  # known failures (settings, inputs, models, LLM API) carry a readable message
         failure = known_failure(exc)
         if failure is None:
             raise
         message, code = failure
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {escape_terminal(message)}", file=sys.stderr)
         return code
+
+
+def _quiet_after_interrupt() -> None:
+    """After Ctrl-C, what worker threads raise while their kernels die (papermill's DeadKernelError)
+    is one line each, not a traceback after "interrupted"."""
+    import threading
+
+    def one_line(args: threading.ExceptHookArgs) -> None:
+        if args.exc_type is not None and not issubclass(args.exc_type, SystemExit):
+            print(f"interrupted: {args.exc_type.__name__} in a worker thread (ignored)", file=sys.stderr)
+
+    threading.excepthook = one_line
+    logging.raiseExceptions = False
 
 
 if __name__ == "__main__":

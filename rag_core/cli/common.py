@@ -17,6 +17,7 @@ from typing import Any
 from rag_core.api_keys import redact
 from rag_core.components import SETTINGS
 from rag_core.config import RagConfig, load_config
+from rag_core.doc_ids import escape_terminal
 from rag_core.errors import BadInput, RunFailure
 from rag_core.paths import default_store_dir
 
@@ -72,11 +73,12 @@ def store_from_args(args: argparse.Namespace) -> Path:
 
 # --- output ---------------------------------------------------------------------------------------
 def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
-    """`payload` as JSON with ``--json``, else `text`."""
+    """`payload` as JSON with ``--json`` (exact: JSON escapes control characters itself), else `text`
+    with its control characters escaped (a NUL or ANSI escape from a document is shown, not obeyed)."""
     if args.json:
         print(json.dumps(payload, indent=2, default=str))
     else:
-        print(text)
+        print(escape_terminal(text))
 
 
 def known_failure(exc: Exception) -> tuple[str, int] | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import reprlib
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -28,6 +29,8 @@ GROUPS = ("plugins", "chunking", "ingest", "routing", "retrieval", "fusion", "ex
 TYPES = {int: "int", float: "float", bool: "bool", str: "str",
          tuple[int, ...]: "list of int", tuple[float, ...]: "list of float", tuple[str, ...]: "list of str"}
 ITEM_TYPE = {tuple[int, ...]: int, tuple[float, ...]: float, tuple[str, ...]: str}
+_SHORT = reprlib.Repr()  # a bad value in a message: cut short, however big or deep it is
+_SHORT.maxstring, _SHORT.maxother, _SHORT.maxlevel, _SHORT.maxlist = 80, 80, 2, 4
 
 
 Choices = Sequence[str] | Callable[[], Sequence[str]]
@@ -85,7 +88,8 @@ class Setting:
                 return tuple(_plain(ITEM_TYPE[self.type], item) for item in items)
             return _plain(self.type, value)
         except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
-            raise ConfigError(f"setting {self.name!r} in {where}: cannot use {value!r} as {self.type_name}") from None
+            raise ConfigError(f"setting {self.name!r} in {where}: cannot use {_short(value)} as {self.type_name}"
+                              + (" (true or false)" if self.type is bool else "")) from None
 
     def problem(self, value: Any) -> str | None:
         """What is wrong with `value` (already coerced), as ``"<name> must ..."``, or None."""
@@ -128,6 +132,11 @@ class Setting:
                 "env": self.env, "owner": self.owner}
 
 
+def _short(value: Any) -> str:
+    text = _SHORT.repr(value)
+    return text if len(text) <= 120 else text[:117] + "..."
+
+
 def _plain(kind: type, value: Any) -> Any:
     if kind is bool:
         if isinstance(value, str):
@@ -136,7 +145,9 @@ def _plain(kind: type, value: Any) -> Any:
             if value.lower() in ("false", "0", "no", "off"):
                 return False
             raise ValueError(value)
-        return bool(value)
+        if isinstance(value, bool) or getattr(getattr(value, "dtype", None), "kind", "") == "b":  # numpy's too
+            return bool(value)
+        raise ValueError(value)  # `per_page: 5` or `per_page: [x]` is a mistake, not true
     if kind is int:
         if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
             raise ValueError(value)

@@ -30,8 +30,8 @@ import yaml
 
 from rag_core.generate.answer import format_passages
 from rag_core.api_keys import redact
-from rag_core.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, json_objects_in,
-                          new_nonce, retry_delay)
+from rag_core.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, delimited,
+                          json_objects_in, new_nonce, retry_delay)
 from rag_core.records import Hit
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,8 @@ def judge_prompt(
     rubric = rubrics["rubrics"][metric]
     texts = [query, answer_text, reference_answer or "", *(h.chunk.text for h in hits), *(h.chunk.doc_id for h in hits)]
     nonce = new_nonce(texts)
-    tags = {"passage_tag": f"passage-{nonce}", "answer_tag": f"answer-{nonce}", "reference_tag": f"reference-{nonce}"}
+    tags = {"passage_tag": f"passage-{nonce}", "answer_tag": f"answer-{nonce}", "reference_tag": f"reference-{nonce}",
+            "question_tag": f"question-{nonce}"}
     system = rubrics["system"]
     for name, tag in tags.items():
         system = system.replace("{" + name + "}", tag)
@@ -106,12 +107,12 @@ def judge_prompt(
         f"{system}\nRubric: {rubric['title']}. {rubric['question']}\n{scale}\n\n"
         f"Examples (these are illustrations, not the case to score):\n\n{examples}\n\n{rubrics['output_format']}"
     )
-    parts = [f"Question: {query}"]
+    parts = [f"Question:\n{delimited(tags['question_tag'], query)}"]
     if "passages" in rubric["uses"]:
         parts.append(f"Passages ({len(hits)}):\n{format_passages(hits, tags['passage_tag'])}")
     if "reference" in rubric["uses"]:
-        parts.append(f"Reference answer:\n<{tags['reference_tag']}>\n{reference_answer}\n</{tags['reference_tag']}>")
-    parts.append(f"Answer to evaluate:\n<{tags['answer_tag']}>\n{answer_text}\n</{tags['answer_tag']}>")
+        parts.append(f"Reference answer:\n{delimited(tags['reference_tag'], str(reference_answer))}")
+    parts.append(f"Answer to evaluate:\n{delimited(tags['answer_tag'], answer_text)}")
     parts.append(f"Score the answer's {rubric['title'].lower()}: {rubric['question']} Reply with the JSON object only.")
     return system, "\n\n".join(parts)
 

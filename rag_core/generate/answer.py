@@ -8,7 +8,9 @@
 
 Passage text is untrusted. Each passage sits inside ``<passage-NONCE ...>`` ... ``</passage-NONCE>``
 where NONCE is random per request and chosen so that it occurs in no passage and not in the
-question: a document cannot close its own element, so text inside it stays data. The text itself is
+question: a document cannot close its own element, so text inside it stays data. The question sits
+inside ``<question-NONCE>`` ... ``</question-NONCE>`` (same code), so a question cannot forge a section
+of the prompt either. The text itself is
 passed unchanged (the model may quote it). The document id, printed in the header line before each
 passage, has its control characters escaped (``rag_core.doc_ids``), so no file name can add a line.
 
@@ -36,7 +38,7 @@ from rag_core.config import RagConfig
 from rag_core.doc_ids import escape_controls
 from rag_core.api_keys import KEY_ENV
 from rag_core._compat import StrEnum
-from rag_core.llm import LLMClient, LLMError, complete_with_retries, has_api_key, new_nonce
+from rag_core.llm import LLMClient, LLMError, complete_with_retries, delimited, has_api_key, new_nonce
 from rag_core.records import Hit
 from rag_core.retrieve.retrievers import retriever_choices
 
@@ -74,9 +76,9 @@ class Answer:
 
 
 # --- prompt -------------------------------------------------------------------------------------
-def system_prompt(passage_tag: str = "passage-NONCE") -> str:
+def system_prompt(passage_tag: str = "passage-NONCE", question_tag: str = "question-NONCE") -> str:
     template = resources.files("rag_core.generate.prompts").joinpath("system_prompt.txt").read_text(encoding="utf-8")
-    return template.replace("{passage_tag}", passage_tag)
+    return template.replace("{passage_tag}", passage_tag).replace("{question_tag}", question_tag)
 
 
 def format_passages(hits: Sequence[Hit], tag: str) -> str:
@@ -98,15 +100,16 @@ def format_passages(hits: Sequence[Hit], tag: str) -> str:
 
 def build_prompt(query: str, hits: Sequence[Hit], *, nonce: str | None = None) -> tuple[str, str]:
     """(system, user): the grounding rules, then the numbered, delimited passages and the question."""
-    tag = "passage-" + new_nonce([query, *(hit.chunk.text for hit in hits), *(hit.chunk.doc_id for hit in hits)], nonce)
+    code = new_nonce([query, *(hit.chunk.text for hit in hits), *(hit.chunk.doc_id for hit in hits)], nonce)
+    tag, question_tag = f"passage-{code}", f"question-{code}"
     user = (
         f"Passages ({len(hits)}), each between <{tag} ...> and </{tag}>:\n\n"
         f"{format_passages(hits, tag)}\n\n"
-        f"Question: {query}\n\n"
+        f"Question, between <{question_tag}> and </{question_tag}>:\n{delimited(question_tag, query)}\n\n"
         "Answer the question using only the passages above, citing each claim as "
         "[Source: <document>, page N]. If the passages do not contain the answer, say so."
     )
-    return system_prompt(tag), user
+    return system_prompt(tag, question_tag), user
 
 
 # --- no-answer decision -------------------------------------------------------------------------

@@ -37,8 +37,11 @@ def cached_extraction(cache_dir: Path | None, content_hash: str, tables: bool,
         return extract()
     path = Path(cache_dir) / f"{content_hash}-{'tables' if tables else 'text'}-v{EXTRACTION_VERSION}.json"
     if path.exists():
-        data = json.loads(path.read_text())
-        return ExtractedPdf(tuple(data["pages"]), data["title"], tuple(map(tuple, data["headings"])), data["tables"])
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            return ExtractedPdf(tuple(data["pages"]), data["title"], tuple(map(tuple, data["headings"])), data["tables"])
+        except (ValueError, TypeError, KeyError, RecursionError):  # damaged: a cache, so extracted again
+            pass
     result = extract()
     write_json_atomic(path, asdict(result))
     return result

@@ -6,6 +6,11 @@ never stop the run: each is reported with its path and the reason (corrupt, encr
 extractable text, empty, unsupported type, unreadable or an I/O error, not a regular file: a FIFO,
 socket or device, a broken symbolic link or a symbolic link loop) and the rest are read. Folders are
 walked without following symbolic links to folders, so a link loop cannot make the walk endless.
+An input folder is a boundary: a symbolic link (or a chain of them) whose target lies outside the
+folder is skipped and listed ("symbolic link to a file outside the input folder"), so a link to
+``/proc/self/environ`` or ``../outside/secret.txt`` never puts that file into the store; a link to
+a file inside the folder is read (it names a file the folder holds anyway). A single file given as
+the input is read wherever it points: the user named it.
 PDFs also give a title and headings, and with ``extract_tables`` their tables as Markdown rows
 (``rag_core.ingest.pdf_extract``); what a PDF gave is cached per file hash and settings when a
 ``cache_dir`` is given, so a sweep or a second eval extracts once. A ``metadata.jsonl`` in the input
@@ -78,6 +83,8 @@ def read_documents(root: str | Path, files: Iterable[Path] | None = None, progre
     for path in progress_bar(paths, progress and len(paths) > 1, "Reading documents", unit="file"):
         doc_id = printable_doc_id(path.relative_to(base).as_posix())
         try:
+            if root.is_dir():
+                _check_inside(path, base)
             documents.append(attach_metadata(read_document(path, doc_id, extract_tables, cache_dir),
                                              sidecar.get(doc_id, {})))
         except IngestError as exc:
@@ -108,6 +115,16 @@ def read_document(path: Path, doc_id: str, extract_tables: bool = False, cache_d
         raise IngestError("no extractable text (image-only or scanned PDF? OCR is not supported)")
     return Document.from_pages(doc_id, list(pdf.pages), content_hash, page_headings=pdf.headings, title=pdf.title,
                                extraction="tables" if extract_tables else "", source=source)
+
+
+def _check_inside(path: Path, folder: Path) -> None:
+    """An IngestError when `path` (a link, a chain of links, or a path through linked folders) leads
+    outside `folder`; nothing is opened."""
+    target = Path(os.path.realpath(path))
+    if target.is_relative_to(Path(os.path.realpath(folder))):
+        return
+    shown = os.readlink(path) if path.is_symlink() else str(target)
+    raise IngestError(f"symbolic link to a file outside the input folder (to {shown!r}); not read")
 
 
 def _read_regular_file(path: Path) -> bytes:

@@ -9,7 +9,7 @@ cannot close), ``replies`` (``json_objects_in``).
 
 from rag_core.llm.backends import Completion
 from rag_core.llm.client import LLMClient, api_key_for, complete_with_retries, has_api_key, retry_delay
-from rag_core.llm.delimiters import new_nonce
+from rag_core.llm.delimiters import delimited, new_nonce
 from rag_core.llm.errors import (TRANSIENT_ERRORS, ContextTooLong, InvalidAPIKey, LLMError, LLMRequestError, LLMTimeout,
                                  LLMUnavailable, MalformedResponse, MissingAPIKey, RateLimited)
 from rag_core.llm.replies import json_objects_in
@@ -17,5 +17,5 @@ from rag_core.llm.replies import json_objects_in
 __all__ = [
     "TRANSIENT_ERRORS", "Completion", "ContextTooLong", "InvalidAPIKey", "LLMClient", "LLMError", "LLMRequestError",
     "LLMTimeout", "LLMUnavailable", "MalformedResponse", "MissingAPIKey", "RateLimited", "api_key_for",
-    "complete_with_retries", "has_api_key", "json_objects_in", "new_nonce", "retry_delay",
+    "complete_with_retries", "has_api_key", "json_objects_in", "delimited", "new_nonce", "retry_delay",
 ]

@@ -10,6 +10,11 @@ import secrets
 from typing import Sequence
 
 
+def delimited(tag: str, text: str) -> str:
+    """`text` on its own lines between ``<tag>`` and ``</tag>`` (`tag` carries a nonce from ``new_nonce``)."""
+    return f"<{tag}>\n{text}\n</{tag}>"
+
+
 def new_nonce(texts: Sequence[str], nonce: str | None = None) -> str:
     """A code that occurs in none of ``texts`` (random unless given; a given one that occurs raises)."""
     if nonce is not None:

@@ -11,12 +11,16 @@ Left out: evicting old entries (the cache only grows), sharing one cache between
 from __future__ import annotations
 
 import hashlib
+import logging
+import os
 import sqlite3
 import threading
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS embeddings (model TEXT, text_sha1 TEXT, vector BLOB, PRIMARY KEY (model, text_sha1));
@@ -33,10 +37,26 @@ class ScoreCache:
     def __init__(self, path: str | Path):
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._open(path)
+        except sqlite3.DatabaseError as exc:  # truncated, empty header, foreign: a cache, so started again
+            if isinstance(exc, sqlite3.OperationalError) and "not a database" not in str(exc) \
+                    and "malformed" not in str(exc):
+                raise  # locked, read-only, unable to open: the store's failure, reported as such
+            log.warning("the store's file %s was damaged (%s); moved aside to %s.damaged and started again",
+                        path, exc, path.name)
+            if getattr(self, "_conn", None) is not None:
+                self._conn.close()
+            os.replace(path, path.with_name(path.name + ".damaged"))
+            for suffix in ("-wal", "-shm"):
+                Path(f"{path}{suffix}").unlink(missing_ok=True)
+            self._open(path)
+        self._lock = threading.Lock()
+
+    def _open(self, path: Path) -> None:
         self._conn = sqlite3.connect(path, timeout=60, check_same_thread=False)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.executescript(_SCHEMA)
-        self._lock = threading.Lock()
 
     # --- embeddings: model -> text -> float32 vector ------------------------------------------
     def get_embeddings(self, model: str, texts: Sequence[str]) -> dict[str, np.ndarray]:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -44,6 +45,8 @@ from rag_core.retrieve.parent_child import child_chunks
 from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Resources, Retriever, digest_key, retriever_choices
 from rag_core.retrieve.retrievers.dense import manifest_name
 from rag_core.retrieve.vector_stores import open_vector_store
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -174,8 +177,16 @@ class Index:
     def _load_or_build_chunks(self) -> list[Chunk]:
         path = self.dir / "chunks.jsonl"
         if path.exists():
-            with path.open() as lines:
-                return [Chunk(**json.loads(line)) for line in lines]
+            try:
+                with path.open(encoding="utf-8") as lines:
+                    chunks = [Chunk(**json.loads(line)) for line in lines]
+                missing = {doc.doc_id for doc in self.corpus.documents if doc.text.strip()} - {c.doc_id for c in chunks}
+                if not missing:
+                    return chunks
+                raise ValueError("empty" if not chunks else f"no chunk of {len(missing)} document(s)")
+            except (ValueError, TypeError, RecursionError) as exc:  # truncated, empty, wrong JSON type: derived, rebuilt
+                log.warning("the store's file %s was damaged (%s); rebuilding it from the documents", path,
+                            str(exc)[:80] or type(exc).__name__)
         started = time.perf_counter()
         chunks = make_chunker(self.config).chunk_corpus(self.corpus.documents)
         self.stats.chunk_seconds = time.perf_counter() - started

@@ -30,9 +30,10 @@ from rag_core.evaluate.evaluator import EvalReport, evaluate_config
 from rag_core.evaluate.golden import GoldenQuery, load_golden
 from rag_core.ingest.corpus import Corpus, store_corpus
 from rag_core.ingest.files import read_documents
+from rag_core.service import store_access
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
 from rag_core.workbench.datasets import log_golden_input
-from rag_core.workbench.tracking import Tracker, TrackingTarget, log_evaluation
+from rag_core.workbench.tracking import Tracker, TrackingTarget, log_evaluation, tracking_errors
 
 RESULT_MIME = "application/json"  # how the notebook's last cell records its result for papermill readers
 
@@ -77,7 +78,8 @@ def load_eval_inputs(
             raise BadInput("no golden set: give --golden FILE (or --beir DIR)")
         if input_dir is not None:
             store = Path(store_dir) if store_dir is not None else default_store_dir()
-            result = read_documents(input_dir, progress=progress, cache_dir=store / "extracted")
+            with store_access(store):  # a read-only store: one line naming it (exit 1)
+                result = read_documents(input_dir, progress=progress, cache_dir=store / "extracted")
             if not result.documents:
                 reasons = "; ".join(f"{item.path}: {item.reason}" for item in result.skipped) or "no files found"
                 raise BadInput(f"no documents could be read from {input_dir} ({reasons})")
@@ -123,9 +125,12 @@ def evaluate_and_log(
     """Evaluate `config` on `inputs` and log one MLflow run where `tracking` says (None: not logged).
     Its experiment defaults to ``inputs.experiment`` and its run name to ``run_name_for(config)``;
     with ``tracking.run_id`` (a run the caller created, e.g. a sweep point) the report goes into that run."""
+    if tracking is not None and tracking.run_id is None:  # an unusable tracking store fails before the work
+        Tracker.at(tracking.uri).check()
     started = time.perf_counter()
-    report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
-                             read_seconds=inputs.read_seconds, where=where)
+    with store_access(Path(store_dir)):  # a read-only store: one line naming it (exit 1)
+        report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
+                                 read_seconds=inputs.read_seconds, where=where)
     timing = {
         "timing/read_seconds": inputs.read_seconds,
         "timing/build_seconds": report.metrics["index/ingest_seconds"] - inputs.read_seconds,
@@ -138,19 +143,20 @@ def evaluate_and_log(
     tracker = Tracker.at(tracking.uri)
     target = replace(tracking, uri=tracker.uri, experiment=tracking.experiment or inputs.experiment,
                      run_name=tracking.run_name or run_name_for(config))
-    started = time.perf_counter()
-    run_id = log_evaluation(report, target)
-    log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
-    timing["timing/log_seconds"] = time.perf_counter() - started
-    if config.tracing:
-        from rag_core.workbench.traces import log_query_traces  # imports MLflow's tracing: only when asked for
-
+    with tracking_errors(tracker.uri):
         started = time.perf_counter()
-        log_query_traces(report, run_id=run_id, experiment_id=tracker.experiment_id(target.experiment),
-                         tracking_uri=tracker.uri)
-        timing["timing/tracing_seconds"] = time.perf_counter() - started
-    tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
-                                 if name in timing})
+        run_id = log_evaluation(report, target)
+        log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
+        timing["timing/log_seconds"] = time.perf_counter() - started
+        if config.tracing:
+            from rag_core.workbench.traces import log_query_traces  # imports MLflow's tracing: only when asked for
+
+            started = time.perf_counter()
+            log_query_traces(report, run_id=run_id, experiment_id=tracker.experiment_id(target.experiment),
+                             tracking_uri=tracker.uri)
+            timing["timing/tracing_seconds"] = time.perf_counter() - started
+        tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
+                                     if name in timing})
     return EvalRun(report, target.experiment, run_id, tracker.uri, timing)
 
 

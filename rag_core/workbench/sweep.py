@@ -43,7 +43,7 @@ from rag_core.config import ConfigError
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.workbench.cost import record_runs
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
-from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker
+from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 from rag_core.workbench.kernels import WarmKernel
 from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome, run_point
 from rag_core.workbench.search_run import run_search
@@ -79,6 +79,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
         from rag_core.workbench import ray_executor
 
         ray_executor.connect(ray_address, tracker.uri)
+    tracker.check()  # an unusable tracking store fails in one line, before any work
     output_dir = Path(output_dir).resolve() if output_dir else spec.path.resolve().parent / "runs" / spec.name
     output_dir.mkdir(parents=True, exist_ok=True)
     points, skipped_invalid = spec.points()
@@ -96,8 +97,9 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     data_key = {**spec.data_identity(), "corpus": inputs.corpus.fingerprint, "golden": golden_fingerprint(inputs.queries)}
     point_hashes = {point.number: digest({"settings": point.config.as_params(), "data": data_key}) for point in points}
 
-    parent_id, resumed = parent_run(tracker, experiment, spec, inputs, len(points), rerun)
-    finished = {} if rerun else finished_points(tracker, experiment, parent_id)
+    with tracking_errors(tracker.uri):
+        parent_id, resumed = parent_run(tracker, experiment, spec, inputs, len(points), rerun)
+        finished = {} if rerun else finished_points(tracker, experiment, parent_id)
     todo = [point for point in points if point_hashes[point.number] not in finished]
     outcomes = [PointOutcome(point, RunStatus.SKIPPED, finished[point_hashes[point.number]]) for point in points if point not in todo]
     unavailable, todo = _without_unavailable_models(todo)

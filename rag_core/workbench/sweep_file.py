@@ -39,11 +39,13 @@ import functools
 import hashlib
 import itertools
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 from rag_core.components import load_plugins
+from rag_core.doc_ids import escape_controls
 from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
                              setting_names)
 from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC, metric_names
@@ -55,6 +57,7 @@ from rag_core.workbench.holdout import check_holdout
 from rag_core.workbench.search_space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
 from rag_core.workbench.selection import check_select
 
+_PLAIN_NAME = re.compile(r"\w[\w .+=@,-]{0,99}")  # no '/', '\\', no '.' first, no control characters
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
               "primary_metric", "plugins", "base", "grid", "points",
               "holdout", "holdout_seed", "select", "strategy", "budget", "max_new_chunkings", "search_seed", "halving")
@@ -182,6 +185,21 @@ class SweepSpec:
                 "split": self.split, "max_queries": self.max_queries}
 
 
+def check_name(value: Any, path: Path) -> str:
+    """The sweep's name (the file's stem when none), a plain name: it names the folder
+    ``runs/<name>/``, so it cannot be a path (``../../x``), hidden, empty or hold control characters."""
+    if value is None or value == "":
+        value = path.stem
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ConfigError(f"{path}: 'name' must be a plain name, not a {type(value).__name__}")
+    name = str(value)
+    if (not _PLAIN_NAME.fullmatch(name)) or name.strip() != name:
+        raise ConfigError(f"{path}: 'name' must be a plain name of at most 100 letters, digits, spaces and "
+                          f"'-_.+=@,' not starting with '.' (it names the folder runs/<name>/), not "
+                          f"{escape_controls(name[:100])!r}")
+    return name
+
+
 def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
                overrides: Mapping[str, Any] | None = None) -> SweepSpec:
     """Read and check a sweep file. `config_file` and `overrides` (CLI setting flags) set the base,
@@ -231,7 +249,7 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     holdout, holdout_seed = check_holdout(data.get("holdout"), data.get("holdout_seed"), str(path))
     spec = SweepSpec(
         # resolved: papermill changes the process's directory while a notebook runs (racy with worker threads)
-        name=str(data.get("name") or path.stem), path=path.resolve(), input_dir=resolve(data.get("input")),
+        name=check_name(data.get("name"), path), path=path.resolve(), input_dir=resolve(data.get("input")),
         golden=resolve(data.get("golden")), beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
         max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
         primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,

@@ -22,6 +22,12 @@ Beside ``log_evaluation``, an evaluation's run gets the golden set as its datase
 (``rag_core.workbench.datasets``) and one trace per query (``rag_core.workbench.traces``); experiments
 are created with the tags that decide what the UI opens on (``rag_core.workbench.experiment_view``).
 
+A tracking store that cannot be used fails in one line, never a traceback: ``Tracker.check`` runs
+before an evaluation or a sweep does any work (an unknown scheme is bad input, exit 2; a server that
+does not answer within ``RAG_TRACKING_TIMEOUT_S`` seconds, default 10, is named with its address,
+exit 1), and ``tracking_errors`` turns what MLflow raises while logging (a read-only or missing
+database, a ``file://`` path that cannot be written) into a ``RunFailure`` naming the URI.
+
 Secrets: params are settings only, but as a guard nothing is logged whose value contains the value
 of a set API-key variable (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``): ``SecretInRun`` is raised
 before the run is written. Sweeps (``rag_core.workbench``) add the executed notebook to a run;
@@ -30,20 +36,25 @@ reading runs back for comparison is ``rag_core.workbench.compare``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
 import os
 import re
+import socket
 import subprocess
 import tempfile
 import time
+import traceback
+from urllib.parse import urlsplit
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 
 from rag_core._compat import StrEnum
 from rag_core.api_keys import KEY_ENV, redact, secret_values
+from rag_core.errors import BadInput, RunFailure
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
 from rag_core.evaluate.relevance import LEVELS, collapse_ranking
 from rag_core.workbench.experiment_view import experiment_tags, missing_tags
@@ -59,6 +70,8 @@ SECRET_ENV_VARS = tuple(KEY_ENV.values())  # ANTHROPIC_API_KEY, OPENAI_API_KEY
 TAG_PREFIX = "rag."
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 PARENT_RUN_TAG = "mlflow.parentRunId"
+TRACKING_TIMEOUT_ENV, DEFAULT_TRACKING_TIMEOUT_S = "RAG_TRACKING_TIMEOUT_S", 10.0
+TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
 
 
 class SecretInRun(ValueError):
@@ -115,6 +128,30 @@ class Tracker:
     @property
     def client(self):
         return _client(self.uri)
+
+    def check(self) -> None:
+        """Fail now, in one line, if this tracking store cannot be used: an unknown scheme (``BadInput``),
+        a server that does not accept a connection within ``tracking_timeout_s()`` or a store MLflow
+        cannot open (``RunFailure``). MLflow's own HTTP timeout and retries are bounded by it too."""
+        scheme = urlsplit(self.uri).scheme.split("+")[0].lower()
+        if scheme not in TRACKING_SCHEMES and not (len(scheme) <= 1):  # "" or a drive letter: a local path
+            raise BadInput(f"MLflow tracking URI {self.uri!r}: unknown scheme {scheme!r}; use one of "
+                           f"{', '.join(TRACKING_SCHEMES)} (e.g. sqlite:///mlruns/mlflow.db or http://host:5000), "
+                           "or --no-mlflow")
+        timeout = tracking_timeout_s()
+        if scheme in ("http", "https"):
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")  # MLflow's 7, with backoff: minutes
+            parts = urlsplit(self.uri)
+            address = (parts.hostname or "localhost", parts.port or (443 if scheme == "https" else 80))
+            try:
+                socket.create_connection(address, timeout=timeout).close()
+            except OSError as exc:
+                raise RunFailure(f"MLflow tracking server {self.uri} ({address[0]}:{address[1]}) is unreachable "
+                                 f"within {timeout:g} s ({exc.strerror or type(exc).__name__}); start it, fix "
+                                 f"MLFLOW_TRACKING_URI, raise {TRACKING_TIMEOUT_ENV}, or use --no-mlflow") from None
+        with tracking_errors(self.uri):
+            self.client.search_experiments(max_results=1)
 
     def artifact_root(self) -> Path | None:
         """Where a SQLite store keeps artifacts (``<db folder>/artifacts``); None: the server decides."""
@@ -204,6 +241,40 @@ class Tracker:
     def download(self, run_id: str, path: str, destination: str | Path) -> Path:
         os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per small file: noise
         return Path(self.client.download_artifacts(run_id, path, str(destination)))
+
+
+def tracking_timeout_s() -> float:
+    """Seconds to wait for a tracking server: ``$RAG_TRACKING_TIMEOUT_S`` (default 10)."""
+    value = os.environ.get(TRACKING_TIMEOUT_ENV, "")
+    try:
+        seconds = float(value) if value.strip() else DEFAULT_TRACKING_TIMEOUT_S
+    except ValueError:
+        raise BadInput(f"{TRACKING_TIMEOUT_ENV}={value!r} is not a number of seconds") from None
+    if not 0 < seconds < float("inf"):
+        raise BadInput(f"{TRACKING_TIMEOUT_ENV} must be a positive number of seconds, got {value!r}")
+    return seconds
+
+
+_TRACKING_LIBRARIES = ("mlflow", "sqlalchemy", "alembic", "requests", "urllib3", "sqlite3")
+
+
+@contextlib.contextmanager
+def tracking_errors(uri: str):
+    """Failures of the tracking store itself (raised by MLflow or its database and HTTP libraries, or
+    an OSError inside MLflow: a read-only or missing path) as one ``RunFailure`` naming `uri`."""
+    try:
+        yield
+    except (BadInput, RunFailure, SecretInRun):
+        raise
+    except Exception as exc:
+        inside = any(f"{os.sep}{name}{os.sep}" in frame.filename
+                     for frame in traceback.extract_tb(exc.__traceback__) for name in _TRACKING_LIBRARIES)
+        if type(exc).__module__.split(".")[0] not in _TRACKING_LIBRARIES and not (isinstance(exc, OSError) and inside):
+            raise
+        first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+        first = first.split(". ")[0]  # its first sentence
+        raise RunFailure(f"MLflow tracking store {uri} cannot be used: {redact(first)[:300]}; fix "
+                         "MLFLOW_TRACKING_URI (e.g. sqlite:///mlruns/mlflow.db) or use --no-mlflow") from None
 
 
 def run_metrics(run: "Run") -> dict[str, float]:

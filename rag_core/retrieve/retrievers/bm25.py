@@ -11,6 +11,7 @@ Left out: indexes that grow (a new corpus or chunking is a new index).
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import tempfile
 import time
@@ -22,6 +23,8 @@ import numpy as np
 from rag_core.ingest.corpus import umask_mode
 from rag_core.retrieve.bm25 import BM25Index
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
+
+log = logging.getLogger(__name__)
 
 
 class BM25Retriever(Retriever):
@@ -41,8 +44,16 @@ class BM25Retriever(Retriever):
         cfg = self.config
         directory = chunks.folder / self.cache_key(chunks)
         if directory.exists():
-            self.index = BM25Index.load(directory)
-        else:
+            try:
+                self.index = BM25Index.load(directory)
+                if sorted(self.index.ids) != sorted(chunks.ids):
+                    raise ValueError("its chunk ids are not the chunks'")
+            except Exception as exc:  # noqa: BLE001 - truncated, empty, foreign: derived from the chunks, rebuilt
+                self.index = None
+                log.warning("the store's BM25 index %s was damaged (%s); rebuilding it from the chunks", directory,
+                            str(exc).splitlines()[0][:80] if str(exc) else type(exc).__name__)
+                shutil.rmtree(directory, ignore_errors=True)
+        if self.index is None:
             started = time.perf_counter()
             index = BM25Index(backend=cfg.bm25_backend, tokenizer=cfg.tokenizer, k1=cfg.bm25_k1, b=cfg.bm25_b)
             index.index(chunks.ids, chunks.texts)
