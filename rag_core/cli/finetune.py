@@ -98,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
 
     kind = args.kind
     if args.train_loss is not None and args.train_loss not in LOSSES[kind]:
-        raise ConfigError(f"--loss {args.train_loss} is not a {kind} loss; choose one of {', '.join(LOSSES[kind])}")
+        raise ConfigError(f"--loss {args.train_loss} is not one of the {kind} losses: {', '.join(LOSSES[kind])}")
     settings = TrainSettings.for_kind(kind, **{name: getattr(args, f"train_{name}") for name in SETTING_FLAGS})
     if args.test_split and not args.beir:
         raise ConfigError("--test-split needs --beir (a golden set is tested with --test-golden or --holdout)")
