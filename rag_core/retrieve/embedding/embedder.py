@@ -27,6 +27,7 @@ import numpy as np
 from rag_core.progress import progress
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.embedding import EMBED_BACKENDS
+from rag_core.retrieve.embedding.onnx import open_exported
 from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder
 
 
@@ -51,6 +52,7 @@ class Embedder:
         self.progress = progress
         self._loaded: LoadedModel | None = None
         self._encoder: Any = None
+        self._exported: tuple[LoadedModel, Any] | None | bool = False  # False: not looked for yet
 
     @property
     def loaded(self) -> LoadedModel:
@@ -59,8 +61,20 @@ class Embedder:
         return self._loaded
 
     @property
+    def exported(self) -> tuple[LoadedModel, Any] | None:
+        """An ONNX backend's export already in the store, opened without torch: (the model as named,
+        without a model object; its encoder), or None (the model is loaded)."""
+        if self._exported is False:
+            options = EMBED_BACKENDS.get(self.backend).options
+            found = None
+            if "quantize" in options and self.export_dir is not None and self._loaded is None:
+                found = open_exported(self.model_name, self.fallback, Path(self.export_dir), options["quantize"])
+            self._exported = found
+        return self._exported
+
+    @property
     def name_used(self) -> str:
-        return self.loaded.used
+        return self.exported[0].used if self.exported else self.loaded.used
 
     @property
     def backend_used(self) -> str:
@@ -99,6 +113,8 @@ class Embedder:
 
     def _encode(self, texts: list[str], kind: str) -> np.ndarray:
         """Unit vectors of `texts` (kind "query" or "document"), float32, on the configured backend."""
+        if self._encoder is None and self.exported:
+            self._encoder = self.exported[1]
         if self._encoder is None:
             backend = EMBED_BACKENDS.get(self.backend)
             self._encoder = backend.load()(self.loaded, self.export_dir, **backend.options)

@@ -17,14 +17,23 @@ from __future__ import annotations
 
 import copy
 import functools
+import hashlib
+import json
+import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from rag_core.retrieve.onnx_export import ExportSpec, import_onnxruntime, load_or_export, open_session, tokenizer_inputs
+from rag_core.retrieve.models import LoadedModel, ModelSource, embedder_source
+from rag_core.ingest.corpus import write_json_atomic
+from rag_core.retrieve.onnx_export import (EXPORTER_VERSION, FUSION, INT8_RECIPE, ExportSpec, import_onnxruntime,
+                                           load_or_export, open_session, tokenizer_inputs)
 
 OUTPUT_NAME = "sentence_embedding"  # not "embedding": the exporter names the word-embedding lookup so
+QUERY_FILE = "query.json"  # beside model.onnx: what QueryEmbedder needs; written last
+QUERY_TOKENIZER_FILE = "query-tokenizer.json"  # the fast tokenizer, saved by the tokenizers library
 
 
 def embedder_spec(model: Any) -> ExportSpec:
@@ -64,6 +73,11 @@ class OnnxEmbedder:
         self.prompts = dict(prompts or {})
         self.tokenizer = AutoTokenizer.from_pretrained(str(directory))
 
+    def _features(self, texts: list[str]) -> dict[str, np.ndarray]:
+        features = self.tokenizer(texts, padding=True, truncation=True, max_length=self.manifest.max_length,
+                                  return_tensors="np")
+        return {name: features[name].astype(np.int64) for name in self.manifest.input_names}
+
     @classmethod
     def load(cls, model: Any, cache_dir: Path, quantize: bool = False, threads: int | None = None) -> "OnnxEmbedder":
         """The ONNX version of a loaded ``SentenceTransformer``, exported on first use and cached under
@@ -78,9 +92,7 @@ class OnnxEmbedder:
         vectors: np.ndarray | None = None
         for start in range(0, len(order), batch_size):
             batch = order[start : start + batch_size]
-            features = self.tokenizer([prompt + texts[i] for i in batch], padding=True, truncation=True,
-                                      max_length=self.manifest.max_length, return_tensors="np")
-            inputs = {name: features[name].astype(np.int64) for name in self.manifest.input_names}
+            inputs = self._features([prompt + texts[i] for i in batch])
             output = self.session.run([self.manifest.output_name], inputs)[0]
             if vectors is None:
                 vectors = np.empty((len(texts), output.shape[1]), dtype=np.float32)
@@ -88,6 +100,104 @@ class OnnxEmbedder:
         if vectors is None:
             return np.zeros((0, 0), dtype=np.float32)
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+
+
+class QueryEmbedder(OnnxEmbedder):
+    """An export opened with ``tokenizers`` and ``onnxruntime`` only (no torch, no transformers): the
+    tokenizer and settings ``write_query_files`` saved beside the model. Same vectors as
+    ``OnnxEmbedder`` on the same export (the fast tokenizer is the same Rust tokenizer)."""
+
+    def __init__(self, directory: Path, threads: int | None = None) -> None:  # noqa: D107 - no super(): no transformers
+        from tokenizers import Tokenizer
+
+        self.session, self.manifest = open_session(directory, threads)
+        self.directory = directory
+        settings = json.loads((directory / QUERY_FILE).read_text())
+        self.prompts = dict(settings["prompts"])
+        self.tokenizer = Tokenizer.from_file(str(directory / QUERY_TOKENIZER_FILE))
+        self.tokenizer.no_padding()
+        self.tokenizer.enable_truncation(self.manifest.max_length, strategy="longest_first",
+                                         direction=settings["truncation_side"])
+        padding = settings["padding"]
+        self.tokenizer.enable_padding(direction=padding["side"], pad_id=padding["id"], pad_type_id=padding["type_id"],
+                                      pad_token=padding["token"])
+
+    def _features(self, texts: list[str]) -> dict[str, np.ndarray]:
+        encoded = self.tokenizer.encode_batch(texts)
+        columns = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+        return {name: np.array([getattr(item, columns[name]) for item in encoded], dtype=np.int64)
+                for name in self.manifest.input_names}
+
+
+def write_query_files(model: Any, directory: Path) -> bool:
+    """Save beside the export in `directory` what ``QueryEmbedder`` needs (the fast tokenizer, its
+    padding and truncation, the prompts); False (nothing written) for a tokenizer that is not a fast one."""
+    tokenizer = model.tokenizer
+    if not getattr(tokenizer, "is_fast", False):
+        return False
+    if not (directory / QUERY_FILE).is_file():
+        write_json_atomic(directory / QUERY_TOKENIZER_FILE, json.loads(tokenizer.backend_tokenizer.to_str()))
+        settings = {"max_seq_length": int(model.max_seq_length), "prompts": model_prompts(model),
+                    "output_name": OUTPUT_NAME, "truncation_side": tokenizer.truncation_side,
+                    "padding": {"side": tokenizer.padding_side, "id": tokenizer.pad_token_id,
+                                "type_id": tokenizer.pad_token_type_id, "token": tokenizer.pad_token}}
+        write_json_atomic(directory / QUERY_FILE, settings)  # last: marks them complete
+    return True
+
+
+def source_record(source: ModelSource, export_dir: Path, quantize: bool) -> Path:
+    """Where the export of the weights in `source` is named (``source-<key>.json`` in `export_dir`): the
+    key hashes the request, the folder's files (names, sizes, modification times), the backend and the
+    installed versions the export's own key depends on, all read without importing them."""
+    files = sorted((str(path.relative_to(source.path)), stat.st_size, stat.st_mtime_ns)
+                   for path in source.path.rglob("*") if path.is_file() for stat in (path.stat(),))
+    versions = {}
+    for package in ("torch", "onnxruntime", "sentence-transformers", "transformers", "tokenizers"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            versions[package] = None
+    identity = {"requested": source.requested, "used": source.used, "fallback": source.fallback,
+                "path": str(source.path.resolve()), "files": files, "quantize": quantize, "exporter": EXPORTER_VERSION,
+                "recipe": INT8_RECIPE if quantize else None, "fusion": FUSION, "versions": versions}
+    key = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:24]
+    return Path(export_dir) / f"source-{key}.json"
+
+
+def record_export(loaded: Any, entry: Path, export_dir: Path, quantize: bool) -> None:
+    """After an export opened with torch: name it by its source (``source_record``), so that the next
+    process finds it without torch. Nothing is recorded when the source is not certain without torch."""
+    source = embedder_source(loaded.requested, True)
+    if source is None or (source.used, source.fallback) != (loaded.used, loaded.fallback):
+        return
+    if write_query_files(loaded.model, entry):
+        write_json_atomic(source_record(source, export_dir, quantize),
+                          {"entry": entry.name, "requested": source.requested, "used": source.used})
+
+
+@functools.lru_cache(maxsize=4)
+def open_exported(name: str, fallback: bool, export_dir: Path, quantize: bool) -> tuple[LoadedModel, QueryEmbedder] | None:
+    """The ``onnx`` / ``onnx-int8`` backend without torch: (the model as named, with no model object;
+    its ``QueryEmbedder``) when the export of the weights ``load_embedder(name, fallback)`` would load
+    is in `export_dir` with its query files; else None (load with torch). A fallback is announced as
+    ``load_embedder`` does. Opened once per process."""
+    source = embedder_source(name, fallback)
+    if source is None:
+        return None
+    try:
+        record = json.loads(source_record(source, export_dir, quantize).read_text())
+        entry = Path(export_dir) / record["entry"]
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    if record.get("used") != source.used or not (entry / QUERY_FILE).is_file():
+        return None
+    try:
+        encoder = QueryEmbedder(entry)
+    except FileNotFoundError:
+        return None
+    if source.announcement:
+        print(source.announcement, file=sys.stderr)
+    return LoadedModel(None, name, source.used, source.fallback), encoder
 
 
 def model_prompts(model: Any) -> dict[str, str]:
@@ -104,4 +214,6 @@ def open_encoder(loaded: Any, export_dir: Path | None, quantize: bool = False) -
     use), opened once per process."""
     if export_dir is None:
         raise ValueError(f"embed_backend {'onnx-int8' if quantize else 'onnx'!r} needs a folder for its export (export_dir)")
-    return OnnxEmbedder.load(loaded.model, export_dir, quantize=quantize)
+    encoder = OnnxEmbedder.load(loaded.model, export_dir, quantize=quantize)
+    record_export(loaded, encoder.directory, export_dir, quantize)
+    return encoder
