@@ -26,6 +26,7 @@ from typing import Any, Sequence
 
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
+from rag_core.retrieve.retrievers.dense_matrix import read_matrix, write_matrix
 from rag_core.retrieve.vector_stores import manifest_key
 from rag_core.retrieve.vector_stores.exact import ExactSearch, by_score_then_id
 
@@ -71,16 +72,20 @@ class DenseRetriever(Retriever):
         """The manifest's name and the search mode (exact and approximate lists differ)."""
         return f"{self.manifest_name(chunks)}-{search_mode(self.config, len(chunks.chunks))}"
 
+    def collection_name(self, chunks: ChunkSet) -> str:
+        """``dense-<key>``: the collection of (chunking, the model as used with its backend, chunk context)."""
+        context = (chunks.context_key,) if chunks.context_key else ()
+        return f"dense-{digest_key(chunks.chunking_key, self.embedder.cache_name, *context)}"
+
     def build(self, chunks: ChunkSet) -> None:
-        if self.collection is not None:
+        if self.collection is not None or self._open_matrix(chunks):
             return
         if self.vector_store is None:  # before loading the model: a server that is down fails at once
             self.vector_store = self.resources.open_vector_store()
         stats, embedder = self.resources.stats, self.embedder
         model = embedder.cache_name  # the model's name, plus the backend when not plain torch
-        context = (chunks.context_key,) if chunks.context_key else ()
         manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
-        collection = f"dense-{digest_key(chunks.chunking_key, model, *context)}"
+        collection = self.collection_name(chunks)
         manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
         stored = self.vector_store.count(collection)
         if manifest is None or stored != len(chunks.chunks):
@@ -118,6 +123,29 @@ class DenseRetriever(Retriever):
         self.mode = search_mode(self.config, len(chunks.chunks))
         if self.mode == "exact":
             self.exact = self._exact_index(chunks)
+            if read_matrix(manifest_path, manifest, chunks) is None:
+                write_matrix(manifest_path, manifest, self.exact)
+
+    def _open_matrix(self, chunks: ChunkSet) -> bool:
+        """Exact search from the matrix file beside a complete collection's manifest, opening no vector
+        store (``dense_matrix``); False when search is approximate or the file is missing or stale."""
+        if search_mode(self.config, len(chunks.chunks)) != "exact":
+            return False
+        manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
+        try:
+            manifest = json.loads(manifest_path.read_text())
+        except (OSError, ValueError):
+            return False
+        if (not isinstance(manifest, dict) or manifest.get("collection") != self.collection_name(chunks)
+                or not {"truncated", "max_seq_length"} <= manifest.keys()):
+            return False
+        found = read_matrix(manifest_path, manifest, chunks)
+        if found is None:
+            return False
+        self.resources.stats.truncated = manifest["truncated"]
+        self.resources.stats.max_seq_length = manifest["max_seq_length"]
+        self.collection, self._chunks, self.mode, self.exact = manifest["collection"], chunks, "exact", found
+        return True
 
     def _exact_index(self, chunks: ChunkSet) -> ExactSearch:
         """The collection's vectors as stored (a store with ``vectors``), else from the embedding cache."""
