@@ -32,7 +32,7 @@ import shutil
 import sqlite3
 import time
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +183,7 @@ def open_pipeline(store_dir: Path, config: RagConfig, progress: bool = True) -> 
 class QueryResult:
     retrieval: Retrieval
     answer: Answer
+    embedder_startup: dict[str, Any] = field(default_factory=dict)  # Embedder.startup: runtime, import/load/first call ms
 
     def as_json(self) -> dict[str, Any]:
         answer = self.answer
@@ -217,4 +218,4 @@ def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: boo
         pipeline = open_pipeline(store_dir, config)
         retrieval = pipeline.retrieve(question, where=where)
     answer = answer_question(question, retrieval.hits, config, use_llm=use_llm)
-    return QueryResult(retrieval, answer)
+    return QueryResult(retrieval, answer, pipeline.index.embedder_startup)

@@ -132,6 +132,11 @@ class Index:
         return self._embedder
 
     @property
+    def embedder_startup(self) -> dict[str, Any]:
+        """The embedding model's start-up cost in this process (``Embedder.startup``); {} when not used."""
+        return dict(self._embedder.startup) if self._embedder is not None else {}
+
+    @property
     def vector_store(self) -> Any:
         """The configured vector store (opened on first use)."""
         if self._vector_store is None:

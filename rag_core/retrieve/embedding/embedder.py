@@ -28,7 +28,7 @@ from rag_core.progress import progress
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.embedding import EMBED_BACKENDS
 from rag_core.retrieve.embedding.onnx import open_exported
-from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder
+from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder, timed_import
 
 
 @dataclass(frozen=True)
@@ -53,11 +53,17 @@ class Embedder:
         self._loaded: LoadedModel | None = None
         self._encoder: Any = None
         self._exported: tuple[LoadedModel, Any] | None | bool = False  # False: not looked for yet
+        # This process's start-up cost of the model, ms: import (of its runtime), load, first_call; and what ran.
+        self.startup: dict[str, Any] = {}
 
     @property
     def loaded(self) -> LoadedModel:
         if self._loaded is None:
+            imported = timed_import("sentence_transformers")  # torch's start-up: unavoidable on this path
+            started = time.perf_counter()
             self._loaded = load_embedder(self.model_name, self.fallback)
+            self.startup.update(runtime="torch + sentence-transformers", import_ms=imported,
+                                load_ms=(time.perf_counter() - started) * 1000)
         return self._loaded
 
     @property
@@ -68,7 +74,12 @@ class Embedder:
             options = EMBED_BACKENDS.get(self.backend).options
             found = None
             if "quantize" in options and self.export_dir is not None and self._loaded is None:
+                imported = timed_import("onnxruntime", "tokenizers")
+                started = time.perf_counter()
                 found = open_exported(self.model_name, self.fallback, Path(self.export_dir), options["quantize"])
+                if found:
+                    self.startup.update(runtime="onnxruntime + tokenizers (export in the store, no torch)",
+                                        import_ms=imported, load_ms=(time.perf_counter() - started) * 1000)
             self._exported = found
         return self._exported
 
@@ -117,8 +128,16 @@ class Embedder:
             self._encoder = self.exported[1]
         if self._encoder is None:
             backend = EMBED_BACKENDS.get(self.backend)
-            self._encoder = backend.load()(self.loaded, self.export_dir, **backend.options)
-        return self._encoder.encode(texts, kind, self.batch_size)
+            loaded = self.loaded
+            started = time.perf_counter()  # an ONNX backend opens (or makes) its export here: part of the load
+            self._encoder = backend.load()(loaded, self.export_dir, **backend.options)
+            self.startup["load_ms"] = self.startup.get("load_ms", 0.0) + (time.perf_counter() - started) * 1000
+        if "first_call_ms" in self.startup:
+            return self._encoder.encode(texts, kind, self.batch_size)
+        started = time.perf_counter()
+        vectors = self._encoder.encode(texts, kind, self.batch_size)
+        self.startup["first_call_ms"] = (time.perf_counter() - started) * 1000
+        return vectors
 
     def count_truncated(self, texts: Sequence[str]) -> int:
         """How many texts have more tokens (special tokens included) than the model reads."""
