@@ -9,6 +9,15 @@ model's, not a re-implementation. Texts are tokenized as sentence-transformers d
 the vectors are L2-normalised (``normalize_embeddings=True``). fp32 vectors agree with torch's to a
 cosine of ~1 - 1e-7; int8 ones to ~0.99 (measured in ``benchmarks/embed_backends.py``).
 
+Opening without torch (``open_exported``, what a query process does): the export is made with torch,
+but beside it go the fast tokenizer (``query-tokenizer.json``, saved by ``tokenizers``) and what
+encoding needs (``query.json``: prompts, padding, truncation), and ``onnx/source-<key>.json`` names
+the export by the weights' folder (``rag_core.retrieve.models.embedder_source``: which folder
+``load_embedder`` would load, the packaged fallback included, known without torch when the hub is off)
+and the installed versions. A later process whose model resolves to the same unchanged folder opens
+the export with ``tokenizers`` and ``onnxruntime`` only (``QueryEmbedder``: the same token ids, so the
+same vectors); any doubt (the hub reachable, a folder changed, a slow tokenizer) loads the model.
+
 A model on a GPU is exported from a float32 CPU copy (the installed onnxruntime runs on the CPU).
 Left out: GPU execution providers, models whose modules are not text-only (images, audio).
 """
