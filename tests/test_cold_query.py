@@ -77,7 +77,7 @@ def test_an_onnx_hybrid_query_imports_no_torch_and_no_chroma(onnx_store):
     assert modules == set(), stderr
     assert "falling back" in stderr  # the default model is not offline: the fallback is still announced
     # The same passages and scores as a process that loads the model with torch and reads the vectors from Chroma.
-    rows = next(onnx_store.glob("chunks/*/dense-*.vectors.json"))
+    rows = next(onnx_store.glob("chunks/*/matrix-*.json"))
     rows.unlink()
     records = list((onnx_store / "onnx").glob("source-*.json"))
     assert len(records) == 1

@@ -2,7 +2,7 @@
 (``dense_search: auto`` up to ``dense_exact_max`` chunks, ``exact``) opens no vector store client at
 query time (embedded Chroma costs seconds to import, a server a connection).
 
-``dense-<key>.vectors.npy`` (float32, one row per chunk) and ``dense-<key>.vectors.json`` (the
+``matrix-<key>.npy`` (float32, one row per chunk) and ``matrix-<key>.json`` (the
 collection, the ids and document ids in row order, the dimension, and a digest of the manifest the
 matrix was written under) are derived data: written when the dense retriever has read the vectors from
 its store (at ingest, or at the first query after), used only when they still match the manifest and
@@ -26,13 +26,15 @@ from rag_core.ingest.corpus import umask_mode, write_json_atomic
 from rag_core.retrieve.retrievers.base import ChunkSet
 from rag_core.retrieve.vector_stores.exact import ExactSearch
 
-MATRIX_SUFFIX = ".vectors.npy"
-ROWS_SUFFIX = ".vectors.json"  # written last: its presence marks a complete pair
+PREFIX = "matrix-"  # not "dense-": dense-*.json are the manifests
+MATRIX_SUFFIX = ".npy"
+ROWS_SUFFIX = ".json"  # written last: its presence marks a complete pair
 
 
 def matrix_paths(manifest_path: Path) -> tuple[Path, Path]:
-    """(the matrix file, its rows file) beside the dense manifest at `manifest_path`."""
-    stem = manifest_path.name.removesuffix(".json")
+    """(the matrix file, its rows file) beside the dense manifest ``dense-<key>.json`` at `manifest_path`:
+    ``matrix-<key>.npy``, ``matrix-<key>.json``."""
+    stem = PREFIX + manifest_path.name.removesuffix(".json").removeprefix("dense-")
     return manifest_path.with_name(stem + MATRIX_SUFFIX), manifest_path.with_name(stem + ROWS_SUFFIX)
 
 
@@ -62,7 +64,7 @@ def write_matrix(manifest_path: Path, manifest: dict[str, Any], index: ExactSear
     """Write `index`'s vectors beside the manifest (atomically: the matrix, then the rows file)."""
     matrix_file, rows_file = matrix_paths(manifest_path)
     rows_file.unlink(missing_ok=True)  # a matrix without its rows file is never read
-    handle, temp = tempfile.mkstemp(dir=matrix_file.parent, prefix=".tmp-", suffix=MATRIX_SUFFIX)
+    handle, temp = tempfile.mkstemp(dir=matrix_file.parent, prefix=".tmp-", suffix=".npy")
     try:
         os.fchmod(handle, umask_mode())
         with os.fdopen(handle, "wb") as out:
