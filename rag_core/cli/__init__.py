@@ -31,7 +31,7 @@ from types import ModuleType
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rag_core.cli import calibrate_judge, components, finetune, ingest, make_golden, query, sweep, tune_fusion  # noqa: E402
+from rag_core.cli import calibrate_judge, components, finetune, ingest, make_golden, query, repair, sweep, tune_fusion  # noqa: E402
 from rag_core.cli import eval as evaluate  # noqa: E402
 from rag_core.cli.common import EXIT_BAD_INPUT, add_common_arguments, known_failure  # noqa: E402
 from rag_core.config import ConfigError  # noqa: E402
@@ -39,7 +39,7 @@ from rag_core.doc_ids import escape_terminal  # noqa: E402
 
 # The subcommands, in the order `rag-pipeline --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, make_golden, calibrate_judge, tune_fusion,
-                                    finetune, components)
+                                    finetune, repair, components)
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 

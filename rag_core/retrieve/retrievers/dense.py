@@ -19,13 +19,13 @@ Left out: several embedding models fused inside one retriever (register two retr
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any, Sequence
 
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
+from rag_core.retrieve.store_check import manifest_or_none
 from rag_core.retrieve.vector_stores import manifest_key
 from rag_core.retrieve.vector_stores.exact import ExactSearch, by_score_then_id
 
@@ -81,7 +81,7 @@ class DenseRetriever(Retriever):
         context = (chunks.context_key,) if chunks.context_key else ()
         manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
         collection = f"dense-{digest_key(chunks.chunking_key, model, *context)}"
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+        manifest = manifest_or_none(manifest_path, self.resources.store_dir)  # damaged: rebuilt, with a warning
         stored = self.vector_store.count(collection)
         if manifest is None or stored != len(chunks.chunks):
             texts = chunks.texts
