@@ -44,7 +44,7 @@ from rag_core.ingest.files import read_documents
 from rag_core.records import Document
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.retrieve.retrievers import uses_embedder
-from rag_core.retrieve.store_check import check_store, repair_store
+from rag_core.retrieve.store_check import ONNX_EXPORT_DELETED, check_store, repair_store
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,7 @@ def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, pro
     previous_ids = _active_chunk_ids(store_dir)
     pipeline = Pipeline(config, corpus, store_dir, progress=progress)
     stats = pipeline.build()
+    _export_again(pipeline, report)
     chunk_ids = [chunk.id for chunk in pipeline.index.chunks]
     documents.commit(read, removed)
     write_json_atomic(store_dir / "active.json", {"chunking_key": pipeline.index.chunking_key})
@@ -177,10 +178,20 @@ def repair_indexes(store_dir: Path, config: RagConfig, check_only: bool = False,
             report["cleaned_bytes"] = DocumentStore(store_dir).clean_staged() + _clean_stale_temporaries(store_dir)
             pipeline = Pipeline(config, store_corpus(store_dir), store_dir, progress=progress)
             stats = pipeline.build()
+            _export_again(pipeline, report)
             write_json_atomic(store_dir / "active.json", {"chunking_key": pipeline.index.chunking_key})
         report.update(documents=len(pipeline.corpus), chunks=len(pipeline.index.chunks), embedded=stats.embedded,
                       remaining=[str(exc) for exc in check_store(store_dir)])
         return report
+
+
+def _export_again(pipeline: Pipeline, report: dict[str, Any]) -> None:
+    """When the repair deleted a damaged ONNX export and the embedding model runs on ONNX, export it
+    again now (a build whose chunks were all in the cache would not: the next query would)."""
+    config = pipeline.config
+    if (any(ONNX_EXPORT_DELETED in line for line in report.get("repaired", ()))
+            and uses_embedder(config) and config.embed_backend != "torch"):
+        pipeline.index.embedder.embed_query("export")
 
 
 def _active_chunk_ids(store_dir: Path) -> set[str]:

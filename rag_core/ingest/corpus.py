@@ -241,8 +241,8 @@ def damaged(path: Path, store_dir: Path, reason: str, repair: str | None = None)
 
 def derived_repair(store_dir: Path) -> str:
     """The repair of a file derived from the chunks (a dense collection, its manifest, an ONNX export)."""
-    return (f"rag-pipeline repair --store {store_dir} (or an ingest) rebuilds it from the store's chunks and "
-            "embedding cache and keeps what is intact")
+    return (f"rag-pipeline repair --store {store_dir} (or an ingest) rebuilds it from the store's chunks, "
+            "embedding cache and model and keeps what is intact")
 
 
 def derived_damage(path: Path, store_dir: Path, reason: str) -> DamagedStore:

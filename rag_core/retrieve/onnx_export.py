@@ -24,6 +24,10 @@ hashes the spec's identity, every weight of the module (so the offline stand-in'
 is covered, and an unseeded one never hits), the quantization recipe and the exporter version (this
 module's, torch's and onnxruntime's). An export is written in a temporary directory and renamed into
 place, ``export.json`` last: a directory without it (a killed export) is never used.
+An export whose ``export.json`` is missing, unreadable or describes another export, or whose
+``model.onnx`` is missing, is exported again with a warning naming the file; a ``model.onnx`` ONNX
+Runtime cannot load (truncated, overwritten) is a ``DamagedStore`` (exit 1) naming it and the repair
+(``rag-pipeline repair``, which deletes every export ``export_problem`` finds damaged).
 
 Left out: GPU execution providers (the installed onnxruntime is the CPU build), models over 2 GB
 (ONNX external data), static (calibrated) quantization, loading without torch (the key fingerprints
@@ -130,12 +134,12 @@ class ExportManifest:
 
 
 def export_problem(directory: Path) -> tuple[Path, str] | None:
-    """(the damaged file, why) when the finished-looking export in `directory` is damaged: an
-    ``export.json`` that is not a manifest, or a ``model.onnx`` that is missing or not a whole ONNX
-    model; None when it is intact or unfinished (no ``export.json``: an interrupted export)."""
+    """(the damaged file, why) when the export in `directory` (a finished one: exports are renamed
+    into place whole) is damaged: ``export.json`` missing or not a manifest, or ``model.onnx``
+    missing or not a whole ONNX model; None when it is intact."""
     manifest_path, model = directory / MANIFEST_FILE, directory / MODEL_FILE
     if not manifest_path.exists():
-        return None
+        return manifest_path, "missing"
     if not model.is_file():
         return model, "missing"
     if ExportManifest.read(directory) is None:
@@ -199,9 +203,10 @@ def load_or_export(spec: ExportSpec, cache_dir: Path, quantize: bool) -> Path:
         log.warning("the store's file %s is damaged (it describes another export); exporting the model again",
                     entry / MANIFEST_FILE)
         manifest = None
-    elif manifest is None and (entry / MANIFEST_FILE).exists():
-        log.warning("the store's file %s is damaged (not a complete export manifest); exporting the model again",
-                    entry / MANIFEST_FILE)
+    elif manifest is None and entry.exists():
+        problem = export_problem(entry)
+        if problem is not None:
+            log.warning("the store's file %s is damaged (%s); exporting the model again", *problem)
     if manifest is None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".tmp", dir=cache_dir))

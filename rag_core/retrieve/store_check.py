@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 SQLITE_MAGIC = b"SQLite format 3\x00"
 CHROMA_TABLES = frozenset({"collections", "segments", "embeddings", "embedding_metadata"})
 CACHE_TABLES = frozenset({"embeddings"})
+ONNX_EXPORT_DELETED = "the model is exported again"  # in repair_store's line for a deleted export
 MANIFEST_FIELDS = {"model": str, "collection": str, "chunks": int, "truncated": int, "max_seq_length": int}
 
 
@@ -118,6 +119,11 @@ def check_onnx_export(directory: Path, store_dir: Path) -> None:
         raise derived_damage(problem[0], store_dir, problem[1])
 
 
+def onnx_exports(store_dir: Path) -> list[Path]:
+    """The export folders under ``onnx/`` (not the hidden scratch folders of exports in progress)."""
+    return sorted(path for path in Path(store_dir).glob("onnx/*") if path.is_dir() and not path.name.startswith("."))
+
+
 def set_aside(path: Path) -> Path:
     """Rename `path` to ``<name>.damaged`` (replacing an older one); return the new path."""
     target = path.with_name(path.name + ".damaged")
@@ -148,7 +154,7 @@ def check_store(store_dir: Path, thorough: bool = True) -> list[DamagedStore]:
             read_manifest(path, store_dir)
         except DamagedStore as exc:
             found.append(exc)
-    for directory in sorted(path for path in store_dir.glob("onnx/*") if path.is_dir()):
+    for directory in onnx_exports(store_dir):
         try:
             check_onnx_export(directory, store_dir)
         except DamagedStore as exc:
@@ -189,10 +195,11 @@ def repair_store(store_dir: Path) -> dict[str, Any]:
             read_manifest(path, store_dir)
         except DamagedStore as exc:
             note(exc, f"moved aside to {set_aside(path).name}; written again after the collection is checked")
-    for directory in sorted(path for path in store_dir.glob("onnx/*") if path.is_dir()):
+    for directory in onnx_exports(store_dir):
         try:
             check_onnx_export(directory, store_dir)
         except DamagedStore as exc:
             shutil.rmtree(directory)
-            note(exc, f"deleted the export {directory.name}; the model is exported again when next used")
+            note(exc, f"deleted the export {directory.name}; {ONNX_EXPORT_DELETED} (an ingest or repair whose "
+                      "settings use it does it now; otherwise the next query that uses it)")
     return {**done, "repaired": repaired}
