@@ -464,3 +464,213 @@ def test_a_damaged_registry_is_rebuilt_without_losing_documents_of_other_folders
     assert sources(store, config)[0] == "alpha.txt"
     assert sources(store, config, "chronoton field decays")[0] == "delta.txt"
     assert (store / "documents" / "registry.json.damaged").exists()
+
+
+# --- damaged derived files: Chroma's database, dense manifests, ONNX exports --------------------
+QUESTIONS = ("zorblat reactor flux crystals", "quintessence drive warp coils", "gravitron lens starlight")
+
+
+def _foreign_sqlite(path):
+    import sqlite3
+
+    path.unlink()
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE notes (text TEXT)")
+
+
+CHROMA_DAMAGES = {"truncated": (_truncated, "truncated: "), "empty": (DAMAGES["empty"], "empty"),
+                  "garbage": (lambda path: path.write_bytes(os.urandom(4096) * 8), "not an SQLite database"),
+                  "foreign": (_foreign_sqlite, "no Chroma tables: a foreign SQLite file")}
+MANIFEST_DAMAGES = {**DAMAGES, "missing field": lambda path: path.write_text('{"model": "m", "collection": "c"}')}
+
+
+def derived_repair_text(store) -> str:
+    return (f"repair: rag-pipeline repair --store {store} (or an ingest) rebuilds it from the store's chunks, "
+            "embedding cache and model and keeps what is intact")
+
+
+def passages(store, config) -> list[list[str]]:
+    from rag_core.service import answer_query
+
+    return [[hit.chunk.id for hit in answer_query(question, store, config, use_llm=False).retrieval.hits]
+            for question in QUESTIONS]
+
+
+def intact_files(store) -> dict[str, bytes]:
+    """What a repair must never touch: the documents, the chunks, the BM25 indexes."""
+    return {str(path.relative_to(store)): path.read_bytes()
+            for pattern in ("documents/*.json", "chunks/*/chunks.jsonl", "chunks/*/bm25-*/**/*")
+            for path in sorted(store.glob(pattern)) if path.is_file()}
+
+
+def dense_store_of(tmp_path_factory, **settings):
+    from rag_core.config import RagConfig
+    from rag_core.service import ingest_directory
+
+    folder = tmp_path_factory.mktemp("dense-damage")
+    documents = folder / "docs"
+    documents.mkdir()
+    for name, text in (("alpha", "Alpha: the zorblat reactor runs on flux crystals."),
+                       ("bravo", "Bravo: the quintessence drive needs warp coils."),
+                       ("charlie", "Charlie: the gravitron lens bends starlight.")):
+        (documents / f"{name}.txt").write_text(text)
+    config = RagConfig(mode="hybrid", rerank_depth=0, embed_model="packaged:minilm", **settings)
+    ingest_directory(documents, folder / "store", config)
+    return documents, folder / "store", config, passages(folder / "store", config)
+
+
+@pytest.fixture(scope="module")
+def dense_store(tmp_path_factory):
+    return dense_store_of(tmp_path_factory)
+
+
+def copy_store(store, tmp_path):
+    import shutil
+
+    shutil.copytree(store, tmp_path / "store")
+    return tmp_path / "store"
+
+
+@pytest.mark.parametrize("damage", sorted(CHROMA_DAMAGES))
+def test_a_damaged_chroma_database_is_named_and_ingest_rebuilds_it_from_the_cache(dense_store, tmp_path, damage):
+    from rag_core.errors import DamagedStore
+    from rag_core.service import ingest_directory
+
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    path = store / "chroma" / "chroma.sqlite3"
+    kept = intact_files(store)
+    damage_file, reason = CHROMA_DAMAGES[damage]
+    damage_file(path)
+    with pytest.raises(DamagedStore) as raised:
+        passages(store, config)
+    message = str(raised.value)
+    assert message.startswith(f"the store's file {path} is damaged ({reason}")
+    assert message.endswith(derived_repair_text(store)) and "\n" not in message
+    report = ingest_directory(documents, store, config)
+    assert report["embedded"] == 0  # every vector came from the embedding cache
+    assert len(report["repaired"]) == 1 and report["repaired"][0].startswith(f"the store's file {path} is damaged")
+    assert (store / "chroma.damaged" / "chroma.sqlite3").exists()
+    assert passages(store, config) == before
+    assert intact_files(store) == kept
+
+
+def test_a_damaged_chroma_database_is_one_line_and_exit_1_in_query_eval_and_ingest_repairs(dense_store, tmp_path,
+                                                                                           capsys):
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    (store / "chroma" / "chroma.sqlite3").write_bytes(b"")
+    flags = ["--store", str(store), "--mode", "hybrid", "--rerank-depth", "0", "--embed-model", "packaged:minilm"]
+    assert cli_main(["query", "zorblat reactor", "--no-llm", *flags]) == 1
+    assert derived_repair_text(store) in one_error_line(capsys)
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"id": "q1", "query": "zorblat reactor", "answer": "flux crystals", "evidence": [
+        {"source": "alpha.txt", "page": 1, "text": "the zorblat reactor runs on flux crystals"}]}) + "\n")
+    assert cli_main(["eval", "--golden", str(golden), "--no-mlflow", *flags]) == 1
+    assert derived_repair_text(store) in one_error_line(capsys)
+    assert cli_main(["ingest", "--input", str(documents), *flags]) == 0
+    out = capsys.readouterr().out
+    assert f"Repaired: the store's file {store / 'chroma' / 'chroma.sqlite3'} is damaged (empty)" in out
+    assert passages(store, config) == before
+
+
+@pytest.mark.parametrize("damage", sorted(MANIFEST_DAMAGES))
+def test_a_damaged_dense_manifest_is_rebuilt_with_a_warning_naming_it(dense_store, tmp_path, caplog, damage):
+    from rag_core.errors import DamagedStore
+    from rag_core.retrieve.store_check import read_manifest
+    from rag_core.service import ingest_directory
+
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    [path] = store.glob("chunks/*/dense-*.json")
+    original = json.loads(path.read_text())
+    MANIFEST_DAMAGES[damage](path)
+    with pytest.raises(DamagedStore) as raised:
+        read_manifest(path, store)
+    assert str(raised.value).startswith(f"the store's file {path} is damaged (")
+    assert str(raised.value).endswith(derived_repair_text(store))
+    assert passages(store, config) == before  # rebuilt on the spot: the collection is complete, nothing embedded
+    assert f"the store's file {path} is damaged (" in caplog.text and "rebuilding it now" in caplog.text
+    rebuilt = json.loads(path.read_text())
+    assert {key: rebuilt[key] for key in ("model", "collection", "chunks")} == \
+        {key: original[key] for key in ("model", "collection", "chunks")}
+    MANIFEST_DAMAGES[damage](path)  # and an ingest sets it aside and writes it again
+    report = ingest_directory(documents, store, config)
+    assert report["embedded"] == 0 and len(report["repaired"]) == 1
+    assert (path.parent / (path.name + ".damaged")).exists() and read_manifest(path, store)["chunks"] == 3
+    assert passages(store, config) == before
+
+
+def test_repair_checks_every_file_and_rebuilds_without_the_input_folder(dense_store, tmp_path, capsys):
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    kept = intact_files(store)
+    _truncated(store / "chroma" / "chroma.sqlite3")
+    [manifest] = store.glob("chunks/*/dense-*.json")
+    manifest.write_text("[1, 2, 3]")
+    (store / "cache.sqlite").write_bytes(b"not a database " * 100)
+    flags = ["--store", str(store), "--mode", "hybrid", "--rerank-depth", "0", "--embed-model", "packaged:minilm"]
+    assert cli_main(["repair", "--check", *flags]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"Store {store}: 3 damaged file(s)\n")
+    for path in (store / "chroma" / "chroma.sqlite3", manifest, store / "cache.sqlite"):
+        assert f"  damaged: the store's file {path} is damaged (" in out
+    assert cli_main(["repair", "--json", *flags]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["damaged"]) == 3 and len(report["repaired"]) == 3 and report["remaining"] == []
+    assert report["documents"] == 3 and report["chunks"] == 3
+    assert (store / "cache.sqlite.damaged").exists()  # the cache was set aside: its vectors were embedded again
+    assert passages(store, config) == before
+    assert intact_files(store) == kept
+    assert cli_main(["repair", "--check", *flags]) == 0
+    assert capsys.readouterr().out.strip() == f"Store {store}: every file is intact"
+
+
+def test_repair_of_an_intact_store_embeds_nothing_and_of_no_store_is_bad_input(dense_store, tmp_path, capsys):
+    _, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    flags = ["--store", str(store), "--mode", "hybrid", "--rerank-depth", "0", "--embed-model", "packaged:minilm"]
+    assert cli_main(["repair", "--json", *flags]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["damaged"] == report["repaired"] == [] and report["embedded"] == 0
+    assert passages(store, config) == before
+    assert cli_main(["repair", "--store", str(tmp_path / "nothing")]) == 2
+    assert "no store at" in one_error_line(capsys)
+
+
+@pytest.fixture(scope="module")
+def onnx_store(tmp_path_factory):
+    return dense_store_of(tmp_path_factory, embed_backend="onnx")
+
+
+@pytest.mark.slow
+def test_a_damaged_onnx_export_is_named_and_exported_again(onnx_store, tmp_path, caplog, capsys):
+    from rag_core.errors import DamagedStore
+    from rag_core.service import ingest_directory
+
+    documents, intact, config, before = onnx_store
+    # a truncated model: one line naming it in a query; an ingest deletes it and exports again
+    store = copy_store(intact, tmp_path / "truncated")
+    [model] = store.glob("onnx/*/model.onnx")
+    _truncated(model)
+    with pytest.raises(DamagedStore) as raised:
+        passages(store, config)
+    assert str(raised.value).startswith(f"the store's file {model} is damaged (ONNX Runtime cannot load it: ")
+    assert str(raised.value).endswith(derived_repair_text(store))
+    report = ingest_directory(documents, store, config)
+    assert report["embedded"] == 0 and len(report["repaired"]) == 1 and "exported again" in report["repaired"][0]
+    assert model.stat().st_size == next(intact.glob("onnx/*/model.onnx")).stat().st_size
+    assert passages(store, config) == before
+    # a missing export.json: a warning naming it, and the model exported again
+    store = copy_store(intact, tmp_path / "missing")
+    [manifest] = store.glob("onnx/*/export.json")
+    manifest.unlink()
+    assert passages(store, config) == before
+    assert f"the store's file {manifest} is damaged (missing); exporting the model again" in caplog.text
+    assert manifest.exists()
+    # export.json of the wrong type: repair --check names it
+    store = copy_store(intact, tmp_path / "wrong")
+    [manifest] = store.glob("onnx/*/export.json")
+    manifest.write_text('["not", "a", "manifest"]')
+    assert cli_main(["repair", "--check", "--store", str(store)]) == 1
+    assert f"damaged: the store's file {manifest} is damaged (not a complete export manifest)" in capsys.readouterr().out
