@@ -648,13 +648,15 @@ def test_a_damaged_onnx_export_is_named_and_exported_again(onnx_store, tmp_path,
     from rag_core.errors import DamagedStore
     from rag_core.service import ingest_directory
 
+    from rag_core.service import answer_query
+
     documents, intact, config, before = onnx_store
     # a truncated model: one line naming it in a query; an ingest deletes it and exports again
     store = copy_store(intact, tmp_path / "truncated")
     [model] = store.glob("onnx/*/model.onnx")
     _truncated(model)
-    with pytest.raises(DamagedStore) as raised:
-        passages(store, config)
+    with pytest.raises(DamagedStore) as raised:  # a question not asked before: its vector is not cached
+        answer_query("which reactor runs on crystals?", store, config, use_llm=False)
     assert str(raised.value).startswith(f"the store's file {model} is damaged (ONNX Runtime cannot load it: ")
     assert str(raised.value).endswith(derived_repair_text(store))
     report = ingest_directory(documents, store, config)
@@ -665,6 +667,8 @@ def test_a_damaged_onnx_export_is_named_and_exported_again(onnx_store, tmp_path,
     store = copy_store(intact, tmp_path / "missing")
     [manifest] = store.glob("onnx/*/export.json")
     manifest.unlink()
+    assert answer_query("which drive needs coils?", store, config, use_llm=False).retrieval.hits[0].chunk.doc_id \
+        == "bravo.txt"
     assert passages(store, config) == before
     assert f"the store's file {manifest} is damaged (missing); exporting the model again" in caplog.text
     assert manifest.exists()
