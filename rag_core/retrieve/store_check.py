@@ -23,12 +23,13 @@ Left out: Chroma's HNSW segment files (exact search reads the vectors from SQLit
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 import sqlite3
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
 from rag_core.errors import DamagedStore
 from rag_core.ingest.corpus import DocumentStore, derived_damage, derived_repair, read_store_json
@@ -133,33 +134,34 @@ def set_aside(path: Path) -> Path:
     return target
 
 
-def check_store(store_dir: Path, thorough: bool = True) -> list[DamagedStore]:
-    """Every damaged file of the store (none when it is intact), the documents' included."""
+def damaged_derived(store_dir: Path, thorough: bool = True) -> Iterator[tuple[str, Path, DamagedStore]]:
+    """(kind, the path to set aside or delete, the error) for each damaged derived file: ``chroma``
+    (the folder), ``cache``, ``manifest`` or ``onnx`` (the export folder)."""
     store_dir = Path(store_dir)
-    found: list[DamagedStore] = []
-    documents = DocumentStore(store_dir)
-    try:
-        documents.corpus()
-    except DamagedStore as exc:
-        found.append(exc)
-    for check in (lambda: check_chroma(store_dir, thorough),
-                  lambda: (store_dir / "cache.sqlite").exists() and check_sqlite(
-                      store_dir / "cache.sqlite", store_dir, CACHE_TABLES, "cache", thorough)):
+    checks: list[tuple[str, Path, Callable[[], None]]] = [
+        ("chroma", store_dir / "chroma", lambda: check_chroma(store_dir, thorough))]
+    cache = store_dir / "cache.sqlite"
+    if cache.exists():
+        checks.append(("cache", cache, lambda: check_sqlite(cache, store_dir, CACHE_TABLES, "cache", thorough)))
+    checks += [("manifest", path, functools.partial(read_manifest, path, store_dir))
+               for path in sorted(store_dir.glob("chunks/*/dense-*.json"))]
+    checks += [("onnx", directory, functools.partial(check_onnx_export, directory, store_dir))
+               for directory in onnx_exports(store_dir)]
+    for kind, path, check in checks:
         try:
             check()
         except DamagedStore as exc:
-            found.append(exc)
-    for path in sorted(store_dir.glob("chunks/*/dense-*.json")):
-        try:
-            read_manifest(path, store_dir)
-        except DamagedStore as exc:
-            found.append(exc)
-    for directory in onnx_exports(store_dir):
-        try:
-            check_onnx_export(directory, store_dir)
-        except DamagedStore as exc:
-            found.append(exc)
-    return found
+            yield kind, path, exc
+
+
+def check_store(store_dir: Path, thorough: bool = True) -> list[DamagedStore]:
+    """Every damaged file of the store (none when it is intact), the documents' included."""
+    found: list[DamagedStore] = []
+    try:
+        DocumentStore(store_dir).corpus()
+    except DamagedStore as exc:
+        found.append(exc)
+    return found + [exc for _, _, exc in damaged_derived(store_dir, thorough)]
 
 
 def repair_store(store_dir: Path) -> dict[str, Any]:
@@ -170,36 +172,19 @@ def repair_store(store_dir: Path) -> dict[str, Any]:
     store_dir = Path(store_dir)
     done = DocumentStore(store_dir).repair()
     repaired: list[str] = []
-
-    def note(exc: DamagedStore, action: str) -> None:
+    for kind, path, exc in list(damaged_derived(store_dir)):
+        if kind == "onnx":
+            shutil.rmtree(path)
+            action = (f"deleted the export {path.name}; {ONNX_EXPORT_DELETED} (an ingest or repair whose settings "
+                      "use it does it now; otherwise the next query that uses it)")
+        else:
+            if kind == "cache":
+                for suffix in ("-wal", "-shm"):
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+            action = f"moved {path} aside to {set_aside(path).name}" + {
+                "chroma": "; its collections are rebuilt from the embedding cache",
+                "cache": " and started again", "manifest": "; written again once the collection is checked"}[kind]
         line = f"{str(exc).split('; repair:')[0]}; {action}"
         log.warning("%s", line)
         repaired.append(line)
-
-    try:
-        check_chroma(store_dir, thorough=True)
-    except DamagedStore as exc:
-        target = set_aside(store_dir / "chroma")
-        note(exc, f"moved {store_dir / 'chroma'} aside to {target.name}; its collections are rebuilt from the "
-                  "embedding cache")
-    cache = store_dir / "cache.sqlite"
-    if cache.exists():
-        try:
-            check_sqlite(cache, store_dir, CACHE_TABLES, "cache", thorough=True)
-        except DamagedStore as exc:
-            for suffix in ("-wal", "-shm"):
-                Path(f"{cache}{suffix}").unlink(missing_ok=True)
-            note(exc, f"moved aside to {set_aside(cache).name} and started again")
-    for path in sorted(store_dir.glob("chunks/*/dense-*.json")):
-        try:
-            read_manifest(path, store_dir)
-        except DamagedStore as exc:
-            note(exc, f"moved aside to {set_aside(path).name}; written again after the collection is checked")
-    for directory in onnx_exports(store_dir):
-        try:
-            check_onnx_export(directory, store_dir)
-        except DamagedStore as exc:
-            shutil.rmtree(directory)
-            note(exc, f"deleted the export {directory.name}; {ONNX_EXPORT_DELETED} (an ingest or repair whose "
-                      "settings use it does it now; otherwise the next query that uses it)")
     return {**done, "repaired": repaired}
