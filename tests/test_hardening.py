@@ -678,3 +678,72 @@ def test_a_damaged_onnx_export_is_named_and_exported_again(onnx_store, tmp_path,
     manifest.write_text('["not", "a", "manifest"]')
     assert cli_main(["repair", "--check", "--store", str(store)]) == 1
     assert f"damaged: the store's file {manifest} is damaged (not a complete export manifest)" in capsys.readouterr().out
+
+
+# --- Ctrl-C during a sweep: a worker whose kernel dies ----------------------------------------------
+def _sweep_file(tmp_path, workers_grid=(1, 2, 3, 4)):
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    path = tmp_path / "dead.yaml"
+    path.write_text(yaml.safe_dump({"name": "dead", "input": str(corpus.documents), "golden": str(corpus.golden),
+                                    "base": {"mode": "bm25", "rerank_depth": 0}, "grid": {"k": list(workers_grid)}}))
+    return path
+
+
+def test_a_worker_thread_whose_kernel_dies_after_ctrl_c_prints_one_line(tmp_path, capsys, monkeypatch):
+    """Issue 20 item 6 (not reproduced with a real Ctrl-C): a thread still running a notebook when the
+    sweep is interrupted raises nbclient's DeadKernelError once its kernel is gone; the user sees
+    "interrupted", one line for the thread and exit 130, no traceback."""
+    import logging
+    import threading
+
+    import rag_core.workbench as workbench
+    from nbclient.exceptions import DeadKernelError
+
+    kernel_gone, threads = threading.Event(), []
+
+    def worker() -> None:
+        kernel_gone.wait(30)
+        raise DeadKernelError("Kernel died")
+
+    def interrupted_sweep(*args, **kwargs):
+        threads.append(threading.Thread(target=worker))
+        threads[0].start()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workbench, "run_sweep", interrupted_sweep)
+    saved = threading.excepthook, logging.raiseExceptions
+    try:
+        assert cli_main(["sweep", str(_sweep_file(tmp_path)), "--store", str(tmp_path / "store")]) == 130
+        kernel_gone.set()
+        threads[0].join(30)
+    finally:
+        threading.excepthook, logging.raiseExceptions = saved
+    assert capsys.readouterr().err.splitlines() == ["interrupted",
+                                                    "interrupted: DeadKernelError in a worker thread (ignored)"]
+
+
+def test_a_sweep_interrupted_while_a_worker_raises_dead_kernel_error_exits_130(tmp_path, capsys, monkeypatch):
+    """The real sweep with two workers: one point's worker interrupts the main thread (as Ctrl-C does)
+    and raises DeadKernelError (its kernel died of the same Ctrl-C); exit 130, "interrupted", no traceback."""
+    import _thread
+    import logging
+    import threading
+
+    import rag_core.workbench.sweep as sweep_module
+    from nbclient.exceptions import DeadKernelError
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    def dying_point(point, *args, **kwargs):
+        _thread.interrupt_main()
+        time.sleep(0.5)
+        raise DeadKernelError("Kernel died while waiting for execute reply")
+
+    monkeypatch.setattr(sweep_module, "run_point", dying_point)
+    saved = threading.excepthook, logging.raiseExceptions
+    try:
+        code = cli_main(["sweep", str(_sweep_file(tmp_path)), "--workers", "2", "--store", str(tmp_path / "store")])
+    finally:
+        threading.excepthook, logging.raiseExceptions = saved
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted" in err.splitlines() and "Traceback" not in err, err
