@@ -174,7 +174,7 @@ def repair_indexes(store_dir: Path, config: RagConfig, check_only: bool = False,
         if check_only:
             return report
         with exclusive_lock(store_dir / "ingest.lock", on_wait=f"waiting for an ingest into {store_dir} ..."):
-            report.update(repair_store(store_dir))
+            report.update(repair_store(store_dir, thorough=True))
             report["cleaned_bytes"] = DocumentStore(store_dir).clean_staged() + _clean_stale_temporaries(store_dir)
             pipeline = Pipeline(config, store_corpus(store_dir), store_dir, progress=progress)
             stats = pipeline.build()

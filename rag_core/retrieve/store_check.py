@@ -13,12 +13,13 @@ What is checked (each failure is a ``DamagedStore`` naming the file and the repa
 - ONNX exports ``onnx/<key>/``: ``export.json`` readable and complete, ``model.onnx`` a whole ONNX
   model (``check_onnx_export``).
 
-``repair_store`` (run under the ingest lock by every ingest and by ``rag-pipeline repair``) repairs the
-documents (``DocumentStore.repair``), sets a damaged Chroma folder, cache or manifest aside
-(``<name>.damaged``) and deletes a damaged ONNX export; the build that follows writes them again
-from the chunks and the embedding cache (nothing is re-embedded) and exports the model again.
-Documents, chunks, BM25 indexes and an intact cache are never touched.
-Left out: Chroma's HNSW segment files (exact search reads the vectors from SQLite; the default).
+``repair_store`` (run under the ingest lock by every ingest and, with ``quick_check``, by
+``rag-pipeline repair``) repairs the documents (``DocumentStore.repair``), sets a damaged Chroma
+folder, cache or manifest aside (``<name>.damaged``) and deletes a damaged ONNX export; the build
+that follows writes them again from the chunks and the embedding cache (nothing is re-embedded) and
+exports the model again. Documents, chunks, BM25 indexes and an intact cache are never touched.
+Left out: Chroma's HNSW segment files (exact search reads the vectors from SQLite; the default), and
+damage that only ``quick_check`` finds, in queries and ingests (a full read of each database).
 """
 
 from __future__ import annotations
@@ -164,15 +165,17 @@ def check_store(store_dir: Path, thorough: bool = True) -> list[DamagedStore]:
     return found + [exc for _, _, exc in damaged_derived(store_dir, thorough)]
 
 
-def repair_store(store_dir: Path) -> dict[str, Any]:
+def repair_store(store_dir: Path, thorough: bool = False) -> dict[str, Any]:
     """Repair what can be repaired before a build (call it under the ingest lock): the documents
     (``DocumentStore.repair``), and the damaged derived files set aside (Chroma's folder, the cache,
     dense manifests) or deleted (an ONNX export), each with a warning. Returns what was done:
-    ``registry_rebuilt``, ``dropped_damaged`` and ``repaired`` (one line per derived file)."""
+    ``registry_rebuilt``, ``dropped_damaged`` and ``repaired`` (one line per derived file). `thorough`
+    (``rag-pipeline repair``) adds SQLite's ``quick_check``, a full read of each database, which an
+    ingest skips (seconds per GB)."""
     store_dir = Path(store_dir)
     done = DocumentStore(store_dir).repair()
     repaired: list[str] = []
-    for kind, path, exc in list(damaged_derived(store_dir)):
+    for kind, path, exc in list(damaged_derived(store_dir, thorough)):
         if kind == "onnx":
             shutil.rmtree(path)
             action = (f"deleted the export {path.name}; {ONNX_EXPORT_DELETED} (an ingest or repair whose settings "
