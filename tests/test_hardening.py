@@ -531,6 +531,7 @@ def copy_store(store, tmp_path):
     return tmp_path / "store"
 
 
+@pytest.mark.slow  # loads the embedding model
 @pytest.mark.parametrize("damage", sorted(CHROMA_DAMAGES))
 def test_a_damaged_chroma_database_is_named_and_ingest_rebuilds_it_from_the_cache(dense_store, tmp_path, damage):
     from rag_core.errors import DamagedStore
@@ -555,6 +556,7 @@ def test_a_damaged_chroma_database_is_named_and_ingest_rebuilds_it_from_the_cach
     assert intact_files(store) == kept
 
 
+@pytest.mark.slow  # loads the embedding model
 def test_a_damaged_chroma_database_is_one_line_and_exit_1_in_query_eval_and_ingest_repairs(dense_store, tmp_path,
                                                                                            capsys):
     documents, intact, config, before = dense_store
@@ -574,6 +576,7 @@ def test_a_damaged_chroma_database_is_one_line_and_exit_1_in_query_eval_and_inge
     assert passages(store, config) == before
 
 
+@pytest.mark.slow  # loads the embedding model
 @pytest.mark.parametrize("damage", sorted(MANIFEST_DAMAGES))
 def test_a_damaged_dense_manifest_is_rebuilt_with_a_warning_naming_it(dense_store, tmp_path, caplog, damage):
     from rag_core.errors import DamagedStore
@@ -601,6 +604,7 @@ def test_a_damaged_dense_manifest_is_rebuilt_with_a_warning_naming_it(dense_stor
     assert passages(store, config) == before
 
 
+@pytest.mark.slow  # loads the embedding model
 def test_repair_checks_every_file_and_rebuilds_without_the_input_folder(dense_store, tmp_path, capsys):
     documents, intact, config, before = dense_store
     store = copy_store(intact, tmp_path)
@@ -626,6 +630,7 @@ def test_repair_checks_every_file_and_rebuilds_without_the_input_folder(dense_st
     assert capsys.readouterr().out.strip() == f"Store {store}: every file is intact"
 
 
+@pytest.mark.slow  # loads the embedding model
 def test_repair_of_an_intact_store_embeds_nothing_and_of_no_store_is_bad_input(dense_store, tmp_path, capsys):
     _, intact, config, before = dense_store
     store = copy_store(intact, tmp_path)
@@ -782,3 +787,29 @@ def test_ctrl_c_during_a_one_worker_sweep_prints_no_dead_kernel_traceback(tmp_pa
     lines = [line for line in err.splitlines() if "mlflow.store.db.utils" not in line]
     assert process.returncode == 130 and "Traceback" not in err, err[-3000:]
     assert lines[0] == "interrupted" and all(line.startswith("interrupted: ") for line in lines[1:]), lines
+
+
+@pytest.mark.parametrize("damage", sorted(CHROMA_DAMAGES))
+def test_check_chroma_names_each_damage_and_repair_store_sets_the_folder_aside(tmp_path, damage):
+    """Without a model (the fast tier): a real Chroma database of two vectors, damaged."""
+    import numpy as np
+
+    from rag_core.errors import DamagedStore
+    from rag_core.retrieve.store_check import check_chroma, repair_store
+    from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
+
+    store = tmp_path / "store"
+    chroma = ChromaVectorStore(store / "chroma")
+    chroma.upsert("dense-x", ["a", "b"], np.eye(2, 4, dtype=np.float32), [{"doc_id": "a"}, {"doc_id": "b"}], ["a", "b"])
+    del chroma
+    check_chroma(store, thorough=True)  # intact
+    path = store / "chroma" / "chroma.sqlite3"
+    damage_file, reason = CHROMA_DAMAGES[damage]
+    damage_file(path)
+    with pytest.raises(DamagedStore) as raised:
+        check_chroma(store)
+    assert str(raised.value).startswith(f"the store's file {path} is damaged ({reason}")
+    assert str(raised.value).endswith(derived_repair_text(store))
+    done = repair_store(store)
+    assert len(done["repaired"]) == 1 and not (store / "chroma").exists()
+    assert (store / "chroma.damaged" / "chroma.sqlite3").exists()
