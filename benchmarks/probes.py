@@ -6,7 +6,8 @@ naming what is wrong, never a Python traceback, and what must not leak or be cit
 those of issue 20: links out of the input folder, files in other encodings, nesting and YAML alias
 bombs, booleans, sweep names, control characters on the terminal, MLflow tracking stores that
 cannot be used, files that vanish or are renamed, staged files of an interrupted ingest, damaged
-store files, a read-only store, and prompt forging by the question.
+store files (the documents' and the derived ones: Chroma's database, dense manifests, ONNX exports,
+repaired by ``ingest`` or ``repair``), a read-only store, and prompt forging by the question.
 
 Prints one line per probe (PASS/FAIL/SKIP, with the reason) and a summary: how many passed and how
 many printed a traceback; writes benchmarks/results/probes.json. Exit code 1 when any probe failed.
@@ -267,6 +268,76 @@ def damaged(pattern: str, how: str):
     return run, check
 
 
+DENSE = ["--mode", "hybrid", "--rerank-depth", "0", "--embed-model", "packaged:minilm"]
+
+
+def dense_store(root: Path, backend: str = "torch") -> Path:
+    """A fresh hybrid store (Chroma, dense manifest; with `backend` onnx an ONNX export too) of `documents(root)`."""
+    template = root / f"template-dense-{backend}"
+    if not template.exists():
+        outcome = cli("ingest", "--input", str(documents(root)), "--store", str(template), *DENSE,
+                      "--embed-backend", backend)
+        assert outcome.code == 0, outcome.stderr
+    target = root / "store"
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(template, target)
+    return target
+
+
+def _foreign(path: Path) -> None:
+    import sqlite3
+
+    path.unlink()
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE notes (text TEXT)")
+
+
+DERIVED_DAMAGES: dict[str, Callable[[Path], None]] = {
+    "truncated": lambda path: path.write_bytes(path.read_bytes()[:path.stat().st_size // 2]),
+    "empty": lambda path: path.write_bytes(b""), "type": lambda path: path.write_bytes(b"[1, 2, 3]"),
+    "garbage": lambda path: path.write_bytes(os.urandom(4096) * 4), "foreign": _foreign}
+
+
+def derived_damaged(pattern: str, how: str, query_fails: bool, repair: str = "ingest", backend: str = "torch"):
+    """Damage the first `pattern` file of a hybrid store `how`; a query must then fail with one line
+    naming the file and the repair (exit 1) when `query_fails`, else answer (rebuilt on the spot);
+    `repair` (``ingest`` or the ``repair`` command) must repair it and a query then cite alpha.txt."""
+    def run(root: Path) -> Outcome | str:
+        target = dense_store(root, backend)
+        paths = sorted(target.glob(pattern))
+        if not paths:
+            return f"no {pattern} in this store layout"
+        DERIVED_DAMAGES[how](paths[0])
+        flags = ["--store", str(target), *DENSE, "--embed-backend", backend]
+        query = cli("query", "which reactor runs on crystals?", "--no-llm", *flags)
+        fixed = (cli("ingest", "--input", str(documents(root)), *flags) if repair == "ingest"
+                 else cli("repair", *flags))
+        again = cli("query", "zorblat reactor", "--json", "--no-llm", *flags)
+        steps = (("query", query), (repair, fixed), ("query after repair", again))
+        failed = [f"{name} printed a traceback" for name, outcome in steps if outcome.traceback]
+        failed += [f"{name} exit {outcome.code}" for name, outcome in steps[1:] if outcome.code]
+        first = one_error(1, paths[0].name, "repair") if query_fails else succeeds()
+        problem = first(query, root)
+        if problem:
+            failed.append(f"query: {problem}")
+        elif not query_fails and str(paths[0]) not in query.stderr:
+            failed.append("query: no warning naming the damaged file")
+        return Outcome(1 if failed else 0, again.stdout, "\n".join(failed), query.seconds + fixed.seconds + again.seconds)
+
+    def check(outcome: Outcome, root: Path) -> str | None:
+        if outcome.code:
+            return outcome.stderr[:300]
+        passages = json.loads(outcome.stdout)["passages"]
+        return None if passages and passages[0]["source"] == "alpha.txt" else f"not repaired by {repair}"
+    return run, check
+
+
+def repair_check(root: Path) -> Outcome:
+    target = dense_store(root)
+    DERIVED_DAMAGES["garbage"](target / "chroma" / "chroma.sqlite3")
+    return cli("repair", "--check", "--store", str(target), *DENSE)
+
+
 def interrupted_ingest(root: Path) -> Outcome:
     target = store(root)
     folder = target / "documents"
@@ -375,6 +446,25 @@ def probes() -> list[Probe]:
                     "chunks/*/bm25-*/bm25_meta.json", "chunks/*/bm25-*/bm25_ids.json", "cache.sqlite"):
         for how in ("truncated", "empty", "type"):
             found.append(Probe(f"damaged store: {pattern} {how}", *damaged(pattern, how), ["damaged store"]))
+    for how in ("truncated", "empty", "garbage", "foreign"):
+        found.append(Probe(f"damaged store: chroma/chroma.sqlite3 {how}",
+                           *derived_damaged("chroma/chroma.sqlite3", how, query_fails=True), ["damaged store", "dense"]))
+    for how in ("truncated", "empty", "type"):
+        found.append(Probe(f"damaged store: dense manifest {how}",
+                           *derived_damaged("chunks/*/dense-*.json", how, query_fails=False), ["damaged store", "dense"]))
+    found += [
+        Probe("damaged store: ONNX export model.onnx truncated",
+              *derived_damaged("onnx/*/model.onnx", "truncated", query_fails=True, repair="repair", backend="onnx"),
+              ["damaged store", "onnx"]),
+        Probe("damaged store: ONNX export export.json of the wrong type",
+              *derived_damaged("onnx/*/export.json", "type", query_fails=False, backend="onnx"), ["damaged store", "onnx"]),
+        Probe("repair --check names a damaged chroma.sqlite3 (exit 1)", repair_check,
+              lambda outcome, root: None if outcome.code == 1 and not outcome.traceback
+              and "chroma.sqlite3 is damaged (not an SQLite database)" in outcome.stdout
+              else f"exit {outcome.code}: {(outcome.stdout + outcome.stderr)[-200:]}", ["repair"]),
+        Probe("repair rebuilds a garbage chroma.sqlite3 without the input folder",
+              *derived_damaged("chroma/chroma.sqlite3", "garbage", query_fails=True, repair="repair"), ["repair"]),
+    ]
     return found
 
 
@@ -396,7 +486,7 @@ def main(argv: list[str] | None = None) -> int:
         for number, probe in enumerate(chosen, start=1):
             root = Path(scratch) / f"probe-{number}"
             root.mkdir()
-            for name in ("template-store", "docs"):  # one ingest for all probes
+            for name in ("template-store", "template-dense-torch", "template-dense-onnx", "docs"):  # one ingest each
                 if (shared / name).exists():
                     shutil.copytree(shared / name, root / name)
             outcome = probe.run(root)
@@ -405,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 problem = probe.check(outcome, root)
                 status, detail, traceback = ("FAIL" if problem else "PASS"), problem or "", outcome.traceback
-            for name in ("template-store", "docs"):  # the first probe that made them left them as made
+            for name in ("template-store", "template-dense-torch", "template-dense-onnx", "docs"):  # as first made
                 if (root / name).exists() and not (shared / name).exists() and "vanished files" not in probe.tags:
                     shutil.copytree(root / name, shared / name)
             print(f"{status} {probe.name}" + (f": {detail}" if detail else ""), flush=True)

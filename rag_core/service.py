@@ -44,6 +44,7 @@ from rag_core.ingest.files import read_documents
 from rag_core.records import Document
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.retrieve.retrievers import uses_embedder
+from rag_core.retrieve.store_check import ONNX_EXPORT_DELETED, check_store, repair_store
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +93,7 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
         store_dir.mkdir(parents=True, exist_ok=True)
         with exclusive_lock(store_dir / "ingest.lock", on_wait=f"waiting for another ingest into {store_dir} ..."):
             documents = DocumentStore(store_dir)
-            repaired = documents.repair()  # a damaged registry or document file: rebuilt from what is intact
-            report.update(registry_rebuilt=repaired["registry_rebuilt"], dropped_damaged=repaired["dropped_damaged"])
+            report.update(repair_store(store_dir))  # damaged documents, Chroma, cache, manifests, ONNX exports
             report["cleaned_bytes"] = documents.clean_staged() + _clean_stale_temporaries(store_dir)
             gone = [] if keep_missing or not result.documents else _gone(documents, input_dir, result)
             report.update(removed=len(gone), removed_documents=gone)
@@ -145,6 +145,7 @@ def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, pro
     previous_ids = _active_chunk_ids(store_dir)
     pipeline = Pipeline(config, corpus, store_dir, progress=progress)
     stats = pipeline.build()
+    _export_again(pipeline, report)
     chunk_ids = [chunk.id for chunk in pipeline.index.chunks]
     documents.commit(read, removed)
     write_json_atomic(store_dir / "active.json", {"chunking_key": pipeline.index.chunking_key})
@@ -156,6 +157,41 @@ def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, pro
         truncated=stats.truncated,
     )
     return report
+
+
+def repair_indexes(store_dir: Path, config: RagConfig, check_only: bool = False,
+                   progress: bool = False) -> dict[str, Any]:
+    """``rag-pipeline repair``: check every store file; unless `check_only`, repair them
+    (``store_check.repair_store``, as every ingest does) and rebuild the indexes of `config` over the
+    stored documents (their chunks, BM25 index and dense collection, from the embedding cache),
+    without reading any input folder. Returns ``damaged`` (one line per damaged file found) and,
+    when repairing, what ``repair_store`` did and the rebuilt index's ``chunks``."""
+    if not (store_dir / "documents").is_dir():
+        raise BadInput(f"no store at {store_dir} (no documents/ folder): give the folder an ingest wrote")
+    with store_access(store_dir):
+        found = [str(exc) for exc in check_store(store_dir)]
+        report: dict[str, Any] = {"store": str(store_dir), "damaged": found}
+        if check_only:
+            return report
+        with exclusive_lock(store_dir / "ingest.lock", on_wait=f"waiting for an ingest into {store_dir} ..."):
+            report.update(repair_store(store_dir, thorough=True))
+            report["cleaned_bytes"] = DocumentStore(store_dir).clean_staged() + _clean_stale_temporaries(store_dir)
+            pipeline = Pipeline(config, store_corpus(store_dir), store_dir, progress=progress)
+            stats = pipeline.build()
+            _export_again(pipeline, report)
+            write_json_atomic(store_dir / "active.json", {"chunking_key": pipeline.index.chunking_key})
+        report.update(documents=len(pipeline.corpus), chunks=len(pipeline.index.chunks), embedded=stats.embedded,
+                      remaining=[str(exc) for exc in check_store(store_dir)])
+        return report
+
+
+def _export_again(pipeline: Pipeline, report: dict[str, Any]) -> None:
+    """When the repair deleted a damaged ONNX export and the embedding model runs on ONNX, export it
+    again now (a build whose chunks were all in the cache would not: the next query would)."""
+    config = pipeline.config
+    if (any(ONNX_EXPORT_DELETED in line for line in report.get("repaired", ()))
+            and uses_embedder(config) and config.embed_backend != "torch"):
+        pipeline.index.embedder.embed_query("export")
 
 
 def _active_chunk_ids(store_dir: Path) -> set[str]:

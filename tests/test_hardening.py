@@ -464,3 +464,352 @@ def test_a_damaged_registry_is_rebuilt_without_losing_documents_of_other_folders
     assert sources(store, config)[0] == "alpha.txt"
     assert sources(store, config, "chronoton field decays")[0] == "delta.txt"
     assert (store / "documents" / "registry.json.damaged").exists()
+
+
+# --- damaged derived files: Chroma's database, dense manifests, ONNX exports --------------------
+QUESTIONS = ("zorblat reactor flux crystals", "quintessence drive warp coils", "gravitron lens starlight")
+
+
+def _foreign_sqlite(path):
+    import sqlite3
+
+    path.unlink()
+    with sqlite3.connect(path) as connection:
+        connection.execute("CREATE TABLE notes (text TEXT)")
+
+
+CHROMA_DAMAGES = {"truncated": (_truncated, "truncated: "), "empty": (DAMAGES["empty"], "empty"),
+                  "garbage": (lambda path: path.write_bytes(os.urandom(4096) * 8), "not an SQLite database"),
+                  "foreign": (_foreign_sqlite, "no Chroma tables: a foreign SQLite file")}
+MANIFEST_DAMAGES = {**DAMAGES, "missing field": lambda path: path.write_text('{"model": "m", "collection": "c"}')}
+
+
+def derived_repair_text(store) -> str:
+    return (f"repair: rag-pipeline repair --store {store} (or an ingest) rebuilds it from the store's chunks, "
+            "embedding cache and model and keeps what is intact")
+
+
+def passages(store, config) -> list[list[str]]:
+    from rag_core.service import answer_query
+
+    return [[hit.chunk.id for hit in answer_query(question, store, config, use_llm=False).retrieval.hits]
+            for question in QUESTIONS]
+
+
+def intact_files(store) -> dict[str, bytes]:
+    """What a repair must never touch: the documents, the chunks, the BM25 indexes."""
+    return {str(path.relative_to(store)): path.read_bytes()
+            for pattern in ("documents/*.json", "chunks/*/chunks.jsonl", "chunks/*/bm25-*/**/*")
+            for path in sorted(store.glob(pattern)) if path.is_file()}
+
+
+def dense_store_of(tmp_path_factory, **settings):
+    from rag_core.config import RagConfig
+    from rag_core.service import ingest_directory
+
+    folder = tmp_path_factory.mktemp("dense-damage")
+    documents = folder / "docs"
+    documents.mkdir()
+    for name, text in (("alpha", "Alpha: the zorblat reactor runs on flux crystals."),
+                       ("bravo", "Bravo: the quintessence drive needs warp coils."),
+                       ("charlie", "Charlie: the gravitron lens bends starlight.")):
+        (documents / f"{name}.txt").write_text(text)
+    config = RagConfig(mode="hybrid", rerank_depth=0, embed_model="packaged:minilm", **settings)
+    ingest_directory(documents, folder / "store", config)
+    return documents, folder / "store", config, passages(folder / "store", config)
+
+
+@pytest.fixture(scope="module")
+def dense_store(tmp_path_factory):
+    return dense_store_of(tmp_path_factory)
+
+
+def copy_store(store, tmp_path):
+    import shutil
+
+    shutil.copytree(store, tmp_path / "store")
+    return tmp_path / "store"
+
+
+@pytest.mark.slow  # loads the embedding model
+@pytest.mark.parametrize("damage", sorted(CHROMA_DAMAGES))
+def test_a_damaged_chroma_database_is_named_and_ingest_rebuilds_it_from_the_cache(dense_store, tmp_path, damage):
+    from rag_core.errors import DamagedStore
+    from rag_core.service import ingest_directory
+
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    path = store / "chroma" / "chroma.sqlite3"
+    kept = intact_files(store)
+    damage_file, reason = CHROMA_DAMAGES[damage]
+    damage_file(path)
+    with pytest.raises(DamagedStore) as raised:
+        passages(store, config)
+    message = str(raised.value)
+    assert message.startswith(f"the store's file {path} is damaged ({reason}")
+    assert message.endswith(derived_repair_text(store)) and "\n" not in message
+    report = ingest_directory(documents, store, config)
+    assert report["embedded"] == 0  # every vector came from the embedding cache
+    assert len(report["repaired"]) == 1 and report["repaired"][0].startswith(f"the store's file {path} is damaged")
+    assert (store / "chroma.damaged" / "chroma.sqlite3").exists()
+    assert passages(store, config) == before
+    assert intact_files(store) == kept
+
+
+@pytest.mark.slow  # loads the embedding model
+def test_a_damaged_chroma_database_is_one_line_and_exit_1_in_query_eval_and_ingest_repairs(dense_store, tmp_path,
+                                                                                           capsys):
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    (store / "chroma" / "chroma.sqlite3").write_bytes(b"")
+    flags = ["--store", str(store), "--mode", "hybrid", "--rerank-depth", "0", "--embed-model", "packaged:minilm"]
+    assert cli_main(["query", "zorblat reactor", "--no-llm", *flags]) == 1
+    assert derived_repair_text(store) in one_error_line(capsys)
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"id": "q1", "query": "zorblat reactor", "answer": "flux crystals", "evidence": [
+        {"source": "alpha.txt", "page": 1, "text": "the zorblat reactor runs on flux crystals"}]}) + "\n")
+    assert cli_main(["eval", "--golden", str(golden), "--no-mlflow", *flags]) == 1
+    assert derived_repair_text(store) in one_error_line(capsys)
+    assert cli_main(["ingest", "--input", str(documents), *flags]) == 0
+    out = capsys.readouterr().out
+    assert f"Repaired: the store's file {store / 'chroma' / 'chroma.sqlite3'} is damaged (empty)" in out
+    assert passages(store, config) == before
+
+
+@pytest.mark.slow  # loads the embedding model
+@pytest.mark.parametrize("damage", sorted(MANIFEST_DAMAGES))
+def test_a_damaged_dense_manifest_is_rebuilt_with_a_warning_naming_it(dense_store, tmp_path, caplog, damage):
+    from rag_core.errors import DamagedStore
+    from rag_core.retrieve.store_check import read_manifest
+    from rag_core.service import ingest_directory
+
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    [path] = store.glob("chunks/*/dense-*.json")
+    original = json.loads(path.read_text())
+    MANIFEST_DAMAGES[damage](path)
+    with pytest.raises(DamagedStore) as raised:
+        read_manifest(path, store)
+    assert str(raised.value).startswith(f"the store's file {path} is damaged (")
+    assert str(raised.value).endswith(derived_repair_text(store))
+    assert passages(store, config) == before  # rebuilt on the spot: the collection is complete, nothing embedded
+    assert f"the store's file {path} is damaged (" in caplog.text and "rebuilding it now" in caplog.text
+    rebuilt = json.loads(path.read_text())
+    assert {key: rebuilt[key] for key in ("model", "collection", "chunks")} == \
+        {key: original[key] for key in ("model", "collection", "chunks")}
+    MANIFEST_DAMAGES[damage](path)  # and an ingest sets it aside and writes it again
+    report = ingest_directory(documents, store, config)
+    assert report["embedded"] == 0 and len(report["repaired"]) == 1
+    assert (path.parent / (path.name + ".damaged")).exists() and read_manifest(path, store)["chunks"] == 3
+    assert passages(store, config) == before
+
+
+@pytest.mark.slow  # loads the embedding model
+def test_repair_checks_every_file_and_rebuilds_without_the_input_folder(dense_store, tmp_path, capsys):
+    documents, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    kept = intact_files(store)
+    _truncated(store / "chroma" / "chroma.sqlite3")
+    [manifest] = store.glob("chunks/*/dense-*.json")
+    manifest.write_text("[1, 2, 3]")
+    (store / "cache.sqlite").write_bytes(b"not a database " * 100)
+    flags = ["--store", str(store), "--mode", "hybrid", "--rerank-depth", "0", "--embed-model", "packaged:minilm"]
+    assert cli_main(["repair", "--check", *flags]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith(f"Store {store}: 3 damaged file(s)\n")
+    for path in (store / "chroma" / "chroma.sqlite3", manifest, store / "cache.sqlite"):
+        assert f"  damaged: the store's file {path} is damaged (" in out
+    assert cli_main(["repair", "--json", *flags]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert len(report["damaged"]) == 3 and len(report["repaired"]) == 3 and report["remaining"] == []
+    assert report["documents"] == 3 and report["chunks"] == 3
+    assert (store / "cache.sqlite.damaged").exists()  # the cache was set aside: its vectors were embedded again
+    assert passages(store, config) == before
+    assert intact_files(store) == kept
+    assert cli_main(["repair", "--check", *flags]) == 0
+    assert capsys.readouterr().out.strip() == f"Store {store}: every file is intact"
+
+
+@pytest.mark.slow  # loads the embedding model
+def test_repair_of_an_intact_store_embeds_nothing_and_of_no_store_is_bad_input(dense_store, tmp_path, capsys):
+    _, intact, config, before = dense_store
+    store = copy_store(intact, tmp_path)
+    flags = ["--store", str(store), "--mode", "hybrid", "--rerank-depth", "0", "--embed-model", "packaged:minilm"]
+    assert cli_main(["repair", "--json", *flags]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["damaged"] == report["repaired"] == [] and report["embedded"] == 0
+    assert passages(store, config) == before
+    assert cli_main(["repair", "--store", str(tmp_path / "nothing")]) == 2
+    assert "no store at" in one_error_line(capsys)
+
+
+@pytest.fixture(scope="module")
+def onnx_store(tmp_path_factory):
+    return dense_store_of(tmp_path_factory, embed_backend="onnx")
+
+
+@pytest.mark.slow
+def test_a_damaged_onnx_export_is_named_and_exported_again(onnx_store, tmp_path, caplog, capsys):
+    from rag_core.errors import DamagedStore
+    from rag_core.service import ingest_directory
+
+    from rag_core.service import answer_query
+
+    documents, intact, config, before = onnx_store
+    # a truncated model: one line naming it in a query; an ingest deletes it and exports again
+    store = copy_store(intact, tmp_path / "truncated")
+    [model] = store.glob("onnx/*/model.onnx")
+    _truncated(model)
+    with pytest.raises(DamagedStore) as raised:  # a question not asked before: its vector is not cached
+        answer_query("which reactor runs on crystals?", store, config, use_llm=False)
+    assert str(raised.value).startswith(f"the store's file {model} is damaged (ONNX Runtime cannot load it: ")
+    assert str(raised.value).endswith(derived_repair_text(store))
+    report = ingest_directory(documents, store, config)
+    assert report["embedded"] == 0 and len(report["repaired"]) == 1 and "exported again" in report["repaired"][0]
+    assert model.stat().st_size == next(intact.glob("onnx/*/model.onnx")).stat().st_size
+    assert passages(store, config) == before
+    # a missing export.json: a warning naming it, and the model exported again
+    store = copy_store(intact, tmp_path / "missing")
+    [manifest] = store.glob("onnx/*/export.json")
+    manifest.unlink()
+    assert answer_query("which drive needs coils?", store, config, use_llm=False).retrieval.hits[0].chunk.doc_id \
+        == "bravo.txt"
+    assert passages(store, config) == before
+    assert f"the store's file {manifest} is damaged (missing); exporting the model again" in caplog.text
+    assert manifest.exists()
+    # export.json of the wrong type: repair --check names it
+    store = copy_store(intact, tmp_path / "wrong")
+    [manifest] = store.glob("onnx/*/export.json")
+    manifest.write_text('["not", "a", "manifest"]')
+    assert cli_main(["repair", "--check", "--store", str(store)]) == 1
+    assert f"damaged: the store's file {manifest} is damaged (not a complete export manifest)" in capsys.readouterr().out
+
+
+# --- Ctrl-C during a sweep: a worker whose kernel dies ----------------------------------------------
+def _sweep_file(tmp_path, workers_grid=(1, 2, 3, 4)):
+    corpus = write_tiny_corpus(tmp_path / "corpus")
+    path = tmp_path / "dead.yaml"
+    path.write_text(yaml.safe_dump({"name": "dead", "input": str(corpus.documents), "golden": str(corpus.golden),
+                                    "base": {"mode": "bm25", "rerank_depth": 0}, "grid": {"k": list(workers_grid)}}))
+    return path
+
+
+def test_a_worker_thread_whose_kernel_dies_after_ctrl_c_prints_one_line(tmp_path, capsys, monkeypatch):
+    """A thread still running a notebook when the sweep is interrupted raises nbclient's DeadKernelError
+    once its kernel is gone; the user sees "interrupted", one line for the thread and exit 130."""
+    import logging
+    import threading
+
+    import rag_core.workbench as workbench
+    from nbclient.exceptions import DeadKernelError
+
+    kernel_gone, threads = threading.Event(), []
+
+    def worker() -> None:
+        kernel_gone.wait(30)
+        raise DeadKernelError("Kernel died")
+
+    def interrupted_sweep(*args, **kwargs):
+        threads.append(threading.Thread(target=worker))
+        threads[0].start()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(workbench, "run_sweep", interrupted_sweep)
+    saved, filters = (threading.excepthook, logging.raiseExceptions), list(logging.getLogger("asyncio").filters)
+    try:
+        assert cli_main(["sweep", str(_sweep_file(tmp_path)), "--store", str(tmp_path / "store")]) == 130
+        kernel_gone.set()
+        threads[0].join(30)
+    finally:
+        threading.excepthook, logging.raiseExceptions = saved
+        logging.getLogger("asyncio").filters[:] = filters
+    assert capsys.readouterr().err.splitlines() == ["interrupted",
+                                                    "interrupted: DeadKernelError in a worker thread (ignored)"]
+
+
+def test_a_sweep_interrupted_while_a_worker_raises_dead_kernel_error_exits_130(tmp_path, capsys, monkeypatch):
+    """The real sweep with two workers: one point's worker interrupts the main thread (as Ctrl-C does)
+    and raises DeadKernelError (its kernel died of the same Ctrl-C); exit 130, "interrupted", no traceback."""
+    import _thread
+    import logging
+    import threading
+
+    import rag_core.workbench.sweep as sweep_module
+    from nbclient.exceptions import DeadKernelError
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")
+
+    def dying_point(point, *args, **kwargs):
+        _thread.interrupt_main()
+        time.sleep(0.5)
+        raise DeadKernelError("Kernel died while waiting for execute reply")
+
+    monkeypatch.setattr(sweep_module, "run_point", dying_point)
+    saved, filters = (threading.excepthook, logging.raiseExceptions), list(logging.getLogger("asyncio").filters)
+    try:
+        code = cli_main(["sweep", str(_sweep_file(tmp_path)), "--workers", "2", "--store", str(tmp_path / "store")])
+    finally:
+        threading.excepthook, logging.raiseExceptions = saved
+        logging.getLogger("asyncio").filters[:] = filters
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted" in err.splitlines() and "Traceback" not in err, err
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_a_one_worker_sweep_prints_no_dead_kernel_traceback(tmp_path):
+    """Issue 20 item 6, reproduced: Ctrl-C (SIGINT to the process group, kernel included) while a
+    one-worker sweep's notebook runs left nbclient's cell task holding DeadKernelError, and asyncio
+    printed "Task exception was never retrieved" with its traceback after "interrupted" (2 of 2 tries
+    at 1 s and 3 s into the notebook; none with two workers in 5 tries)."""
+    import signal
+    import subprocess
+    import sys
+
+    sweep = _sweep_file(tmp_path, workers_grid=list(range(1, 30)))
+    env = {**os.environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    # a terminal's Ctrl-C: SIGINT to the whole foreground group (a shell without job control starts
+    # background commands with SIGINT ignored, and the child would inherit that)
+    process = subprocess.Popen([sys.executable, "-m", "rag_core.cli", "sweep", str(sweep), "--store", str(tmp_path / "s"),
+                                "--output", str(tmp_path / "runs")], env=env, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, start_new_session=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None and not list((tmp_path / "runs").rglob("*.ipynb")):
+            time.sleep(0.2)
+        time.sleep(1.5)  # the notebook's cells are running in the kernel
+        assert process.poll() is None, process.communicate()[1][-3000:]
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=240)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+    lines = [line for line in err.splitlines() if "mlflow.store.db.utils" not in line]
+    assert process.returncode == 130 and "Traceback" not in err, err[-3000:]
+    assert lines[0] == "interrupted" and all(line.startswith("interrupted: ") for line in lines[1:]), lines
+
+
+@pytest.mark.parametrize("damage", sorted(CHROMA_DAMAGES))
+def test_check_chroma_names_each_damage_and_repair_store_sets_the_folder_aside(tmp_path, damage):
+    """Without a model (the fast tier): a real Chroma database of two vectors, damaged."""
+    import numpy as np
+
+    from rag_core.errors import DamagedStore
+    from rag_core.retrieve.store_check import check_chroma, repair_store
+    from rag_core.retrieve.vector_stores.chroma import ChromaVectorStore
+
+    store = tmp_path / "store"
+    chroma = ChromaVectorStore(store / "chroma")
+    chroma.upsert("dense-x", ["a", "b"], np.eye(2, 4, dtype=np.float32), [{"doc_id": "a"}, {"doc_id": "b"}], ["a", "b"])
+    del chroma
+    check_chroma(store, thorough=True)  # intact
+    path = store / "chroma" / "chroma.sqlite3"
+    damage_file, reason = CHROMA_DAMAGES[damage]
+    damage_file(path)
+    with pytest.raises(DamagedStore) as raised:
+        check_chroma(store)
+    assert str(raised.value).startswith(f"the store's file {path} is damaged ({reason}")
+    assert str(raised.value).endswith(derived_repair_text(store))
+    done = repair_store(store)
+    assert len(done["repaired"]) == 1 and not (store / "chroma").exists()
+    assert (store / "chroma.damaged" / "chroma.sqlite3").exists()

@@ -31,7 +31,7 @@ from types import ModuleType
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rag_core.cli import calibrate_judge, components, finetune, ingest, make_golden, query, sweep, tune_fusion  # noqa: E402
+from rag_core.cli import calibrate_judge, components, finetune, ingest, make_golden, query, repair, sweep, tune_fusion  # noqa: E402
 from rag_core.cli import eval as evaluate  # noqa: E402
 from rag_core.cli.common import EXIT_BAD_INPUT, add_common_arguments, known_failure  # noqa: E402
 from rag_core.config import ConfigError  # noqa: E402
@@ -39,7 +39,7 @@ from rag_core.doc_ids import escape_terminal  # noqa: E402
 
 # The subcommands, in the order `rag-pipeline --help` lists them.
 COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, make_golden, calibrate_judge, tune_fusion,
-                                    finetune, components)
+                                    finetune, repair, components)
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -87,15 +87,24 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _quiet_after_interrupt() -> None:
-    """After Ctrl-C, what worker threads raise while their kernels die (papermill's DeadKernelError)
-    is one line each, not a traceback after "interrupted"."""
+    """After Ctrl-C, what dies with the kernels (nbclient's DeadKernelError) is one line each, not a
+    traceback after "interrupted": raised in a worker thread, or left in the cell's asyncio task, which
+    asyncio logs with its traceback ("Task exception was never retrieved") when the task is collected
+    (a sweep with one worker, Ctrl-C while a notebook runs)."""
     import threading
 
     def one_line(args: threading.ExceptHookArgs) -> None:
         if args.exc_type is not None and not issubclass(args.exc_type, SystemExit):
             print(f"interrupted: {args.exc_type.__name__} in a worker thread (ignored)", file=sys.stderr)
 
+    def one_line_task(record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[0] is not None:
+            print(f"interrupted: {record.exc_info[0].__name__} in a notebook task (ignored)", file=sys.stderr)
+            return False
+        return True
+
     threading.excepthook = one_line
+    logging.getLogger("asyncio").addFilter(one_line_task)
     logging.raiseExceptions = False
 
 

@@ -47,6 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if report.get("dropped_damaged"):
         lines.append(f"Repaired: {len(report['dropped_damaged'])} document(s) whose stored file was damaged were "
                      f"read again or, if not in {args.input}, dropped: " + ", ".join(report["dropped_damaged"][:10]))
+    lines += [f"Repaired: {line}" for line in report.get("repaired", ())]
     if report.get("removed"):
         lines.append(f"Removed {report['removed']} document(s) whose file is gone: "
                      + ", ".join(report["removed_documents"][:10]) + (", ..." if report["removed"] > 10 else ""))

@@ -221,19 +221,32 @@ def _document(data: Any, path: Path, store_dir: Path) -> Document:
         raise damaged(path, store_dir, f"not a stored document ({reason})") from None
 
 
-def read_store_json(path: Path, store_dir: Path) -> Any:
-    """The JSON in one of the store's files; ``DamagedStore`` naming it when it cannot be parsed."""
+def read_store_json(path: Path, store_dir: Path, repair: str | None = None) -> Any:
+    """The JSON in one of the store's files; ``DamagedStore`` naming it (and `repair`, see ``damaged``)
+    when it cannot be parsed."""
     try:
         return json.loads(path.read_bytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         reason = "empty" if not path.stat().st_size else f"not JSON: {getattr(exc, 'msg', None) or type(exc).__name__}"
-        raise damaged(path, store_dir, reason) from None
+        raise damaged(path, store_dir, reason, repair) from None
 
 
-def damaged(path: Path, store_dir: Path, reason: str) -> DamagedStore:
-    return DamagedStore(f"the store's file {path} is damaged ({reason}); repair: rag-pipeline ingest --input "
-                        f"<your documents folder> --store {store_dir} rebuilds it from the documents and keeps "
-                        "what is intact")
+def damaged(path: Path, store_dir: Path, reason: str, repair: str | None = None) -> DamagedStore:
+    """The error for a damaged store file: `path`, `reason` and the `repair` (default: an ingest of the
+    documents, for the files only the documents can rebuild)."""
+    repair = repair or (f"rag-pipeline ingest --input <your documents folder> --store {store_dir} rebuilds it from "
+                        "the documents and keeps what is intact")
+    return DamagedStore(f"the store's file {path} is damaged ({reason}); repair: {repair}")
+
+
+def derived_repair(store_dir: Path) -> str:
+    """The repair of a file derived from the chunks (a dense collection, its manifest, an ONNX export)."""
+    return (f"rag-pipeline repair --store {store_dir} (or an ingest) rebuilds it from the store's chunks, "
+            "embedding cache and model and keeps what is intact")
+
+
+def derived_damage(path: Path, store_dir: Path, reason: str) -> DamagedStore:
+    return damaged(path, store_dir, reason, repair=derived_repair(store_dir))
 
 
 def store_corpus(store_dir: str | Path) -> Corpus:

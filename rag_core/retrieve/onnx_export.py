@@ -24,6 +24,10 @@ hashes the spec's identity, every weight of the module (so the offline stand-in'
 is covered, and an unseeded one never hits), the quantization recipe and the exporter version (this
 module's, torch's and onnxruntime's). An export is written in a temporary directory and renamed into
 place, ``export.json`` last: a directory without it (a killed export) is never used.
+An export whose ``export.json`` is missing, unreadable or describes another export, or whose
+``model.onnx`` is missing, is exported again with a warning naming the file; a ``model.onnx`` ONNX
+Runtime cannot load (truncated, overwritten) is a ``DamagedStore`` (exit 1) naming it and the repair
+(``rag-pipeline repair``, which deletes every export ``export_problem`` finds damaged).
 
 Left out: GPU execution providers (the installed onnxruntime is the CPU build), models over 2 GB
 (ONNX external data), static (calibrated) quantization, loading without torch (the key fingerprints
@@ -45,6 +49,10 @@ import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
+
+from rag_core.ingest.corpus import derived_damage
+
+log = logging.getLogger(__name__)
 
 EXPORTER_VERSION = 3  # bump when the export changes: old cache entries are then not used
 MODEL_FILE = "model.onnx"
@@ -119,6 +127,33 @@ class ExportManifest:
             return None
         return manifest if (directory / MODEL_FILE).is_file() else None
 
+    def matches(self, spec: "ExportSpec", quantize: bool) -> bool:
+        """Whether this manifest describes an export of `spec` (`quantize`: int8)."""
+        return (self.source == spec.source and self.max_length == spec.max_length and self.quantized == quantize
+                and self.input_names == tuple(spec.input_names) and self.output_name == spec.output_name)
+
+
+def export_problem(directory: Path) -> tuple[Path, str] | None:
+    """(the damaged file, why) when the export in `directory` (a finished one: exports are renamed
+    into place whole) is damaged: ``export.json`` missing or not a manifest, or ``model.onnx``
+    missing or not a whole ONNX model; None when it is intact."""
+    manifest_path, model = directory / MANIFEST_FILE, directory / MODEL_FILE
+    if not manifest_path.exists():
+        return manifest_path, "missing"
+    if not model.is_file():
+        return model, "missing"
+    if ExportManifest.read(directory) is None:
+        return manifest_path, "not a complete export manifest"
+    try:
+        import onnx
+
+        onnx.load(str(model), load_external_data=False)
+    except ImportError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and the like: not a model
+        return model, f"not a whole ONNX model ({type(exc).__name__})"
+    return None
+
 
 def import_onnxruntime() -> Any:
     try:
@@ -163,7 +198,16 @@ def load_or_export(spec: ExportSpec, cache_dir: Path, quantize: bool) -> Path:
     import_onnxruntime()
     cache_dir = Path(cache_dir)
     entry = cache_dir / cache_key(spec, quantize)
-    if ExportManifest.read(entry) is None:
+    manifest = ExportManifest.read(entry)
+    if manifest is not None and not manifest.matches(spec, quantize):
+        log.warning("the store's file %s is damaged (it describes another export); exporting the model again",
+                    entry / MANIFEST_FILE)
+        manifest = None
+    elif manifest is None and entry.exists():
+        problem = export_problem(entry)
+        if problem is not None:
+            log.warning("the store's file %s is damaged (%s); exporting the model again", *problem)
+    if manifest is None:
         cache_dir.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(prefix=f".{entry.name}.", suffix=".tmp", dir=cache_dir))
         try:
@@ -268,7 +312,15 @@ def open_session(directory: Path, threads: int | None = None) -> tuple[Any, Expo
     options.inter_op_num_threads = 1
     if threads:
         options.intra_op_num_threads = threads
-    return ort.InferenceSession(str(directory / MODEL_FILE), options, providers=["CPUExecutionProvider"]), manifest
+    try:
+        session = ort.InferenceSession(str(directory / MODEL_FILE), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - ORT's InvalidProtobuf, Fail, InvalidGraph: a damaged file
+        if isinstance(exc, MemoryError):
+            raise
+        cause = str(exc).splitlines()[0][:120] if str(exc) else type(exc).__name__
+        raise derived_damage(directory / MODEL_FILE, directory.parent.parent,
+                             f"ONNX Runtime cannot load it: {cause}") from None
+    return session, manifest
 
 
 def _write_atomically(path: Path, text: str) -> None:

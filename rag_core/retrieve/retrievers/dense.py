@@ -19,7 +19,6 @@ Left out: several embedding models fused inside one retriever (register two retr
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from typing import Any, Sequence
@@ -27,6 +26,7 @@ from typing import Any, Sequence
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
 from rag_core.retrieve.retrievers.dense_matrix import read_matrix, write_matrix
+from rag_core.retrieve.store_check import manifest_or_none
 from rag_core.retrieve.vector_stores import manifest_key
 from rag_core.retrieve.vector_stores.exact import ExactSearch, by_score_then_id
 
@@ -86,7 +86,7 @@ class DenseRetriever(Retriever):
         model = embedder.cache_name  # the model's name, plus the backend when not plain torch
         manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
         collection = self.collection_name(chunks)
-        manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else None
+        manifest = manifest_or_none(manifest_path, self.resources.store_dir)  # damaged: rebuilt, with a warning
         stored = self.vector_store.count(collection)
         if manifest is None or stored != len(chunks.chunks):
             texts = chunks.texts

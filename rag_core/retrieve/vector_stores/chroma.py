@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rag_core.records import ScoredId
+from rag_core.retrieve.store_check import check_chroma
 from rag_core.retrieve.vector_stores.base import Where
 from rag_core.retrieve.vector_stores.exact import TIE_MARGIN, by_score_then_id
 
@@ -35,6 +36,7 @@ class ChromaVectorStore:
 
     @classmethod
     def from_location(cls, location: Any, store_dir: Path, timeout_s: float) -> "ChromaVectorStore":
+        check_chroma(Path(store_dir))  # before Chroma writes its tables into an empty or foreign file
         return cls(Path(store_dir) / "chroma")
 
     def _collection(self, name: str):
