@@ -100,5 +100,8 @@ def _unit_tests_start_no_process_and_load_no_model(request, monkeypatch):
     if transformers is not None:
         monkeypatch.setattr(transformers.SentenceTransformer, "__init__", refuse)
         monkeypatch.setattr(transformers.CrossEncoder, "__init__", refuse)
-    for loader in ("load_embedder", "load_cross_encoder"):  # the workbench's own model loaders
-        monkeypatch.setattr(f"rag_core.retrieve.models.{loader}", refuse)
+    for name, module in list(sys.modules.items()):  # the workbench's own loaders, also where imported by name
+        if name == "rag_core" or name.startswith("rag_core."):
+            for loader in ("load_embedder", "load_cross_encoder"):
+                if hasattr(module, loader):
+                    monkeypatch.setattr(module, loader, refuse)

@@ -57,21 +57,3 @@ def test_the_per_query_table_shows_only_the_stages_that_ran(tiny_reports):
     row = tiny_reports[1].per_query[0]
     assert "first_relevant_bm25" in row and "first_relevant_final" in row
     assert "first_relevant_rerank" not in row and "first_relevant_dense" not in row
-
-
-def test_each_fused_retriever_is_scored_alone_as_if_it_ran_alone(tiny_corpus, tmp_path):  # noqa: F811
-    """``dense/page/recall@5``, ``bm25/...``: a hybrid run scores each retriever's own list, and each equals
-    what a run of that retriever alone reports (no re-ranking: its list is then the final ranking)."""
-    corpus = Corpus.of(read_documents(tiny_corpus.documents).documents)
-    queries = load_golden(tiny_corpus.golden, doc_ids=corpus.by_id)
-    base = RagConfig(rerank_depth=0, chunk_size=12, overlap=0, metrics_k=(3, 10))
-    hybrid = evaluate_config(base, corpus, queries, tmp_path)
-    for name in ("dense", "bm25"):
-        alone = evaluate_config(base.replace(mode=name), corpus, queries, tmp_path)
-        assert f"{name}/page/recall@3" not in alone.metrics  # one retriever: its list is the final one
-        for level in LEVELS:
-            for metric in ("recall@3", "ndcg@10", "mrr"):
-                assert hybrid.metrics[f"{name}/{level}/{metric}"] == pytest.approx(alone.metrics[f"{level}/{metric}"])
-        rows = {row["query_id"]: row for row in hybrid.per_query}
-        for row in alone.per_query:
-            assert rows[row["query_id"]][f"{name}/page/recall@3"] == pytest.approx(row["page/recall@3"])

@@ -23,10 +23,11 @@ import sys
 import time
 from typing import Any, Sequence
 
+from rag_core.errors import DamagedStore
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
 from rag_core.retrieve.retrievers.dense_matrix import read_matrix, write_matrix
-from rag_core.retrieve.store_check import manifest_or_none
+from rag_core.retrieve.store_check import check_chroma, manifest_or_none, read_manifest
 from rag_core.retrieve.vector_stores import manifest_key
 from rag_core.retrieve.vector_stores.exact import ExactSearch, by_score_then_id
 
@@ -132,16 +133,16 @@ class DenseRetriever(Retriever):
         if search_mode(self.config, len(chunks.chunks)) != "exact":
             return False
         manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
-        try:
-            manifest = json.loads(manifest_path.read_text())
-        except (OSError, ValueError):
+        try:  # a damaged manifest is named and rebuilt by ``build``
+            manifest = read_manifest(manifest_path, self.resources.store_dir)
+        except (OSError, DamagedStore):
             return False
-        if (not isinstance(manifest, dict) or manifest.get("collection") != self.collection_name(chunks)
-                or not {"truncated", "max_seq_length"} <= manifest.keys()):
+        if manifest.get("collection") != self.collection_name(chunks):
             return False
         found = read_matrix(manifest_path, manifest, chunks)
         if found is None:
             return False
+        check_chroma(self.resources.store_dir)  # the matrix is Chroma's copy: a damaged store is named, not read around
         self.resources.stats.truncated = manifest["truncated"]
         self.resources.stats.max_seq_length = manifest["max_seq_length"]
         self.collection, self._chunks, self.mode, self.exact = manifest["collection"], chunks, "exact", found
