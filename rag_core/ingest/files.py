@@ -31,7 +31,9 @@ import logging
 import multiprocessing
 import os
 import stat
+import sys
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -117,15 +119,26 @@ def extraction_workers(paths: Sequence[Path], workers: int | None = None) -> int
 
 
 def _read_all(read: "partial[Document | str]", items: list[tuple[Path, str]], workers: int) -> Iterator[Document | str]:
-    """`read` over `items` in order: in this process, or in a pool of `workers` processes (forkserver
-    where there is one: forking a process that holds torch's threads is unsafe)."""
+    """`read` over `items` in order: in this process, or in a pool of `workers` processes. The pool
+    forks while torch is not loaded (nothing is imported again, and a script without a ``__main__``
+    guard works); else it uses a fork server (forking torch's threads is unsafe). A pool that breaks
+    (a worker killed, a script that starts one at import) is announced and the rest read here."""
     if workers <= 1 or len(items) <= 1:
         yield from (read(path, doc_id) for path, doc_id in items)
         return
     methods = multiprocessing.get_all_start_methods()
-    context = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
-    with ProcessPoolExecutor(min(workers, len(items)), mp_context=context) as pool:
-        yield from pool.map(read, *zip(*items), chunksize=1)
+    method = "fork" if "fork" in methods and "torch" not in sys.modules else (
+        "forkserver" if "forkserver" in methods else "spawn")
+    done = 0
+    try:
+        with ProcessPoolExecutor(min(workers, len(items)), mp_context=multiprocessing.get_context(method)) as pool:
+            for outcome in pool.map(read, *zip(*items), chunksize=1):
+                done += 1
+                yield outcome
+    except BrokenProcessPool as exc:
+        print(f"warning: parallel extraction stopped ({exc}); reading the remaining {len(items) - done} "
+              "file(s) in this process", file=sys.stderr)
+        yield from (read(path, doc_id) for path, doc_id in items[done:])
 
 
 def _read_one(path: Path, doc_id: str, base: Path | None, extract_tables: bool,
