@@ -13,6 +13,7 @@ from rag_core.retrieve import bf16
 from rag_core.retrieve.embedding.embedder import Embedder
 from rag_core.retrieve.models import load_embedder
 
+pytestmark = pytest.mark.slow  # loads models
 MODEL = "packaged:minilm"
 RERANKER = "random-head:packaged:minilm"
 HAS_BF16 = bf16.cpu_has_bf16()
