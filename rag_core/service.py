@@ -84,10 +84,12 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
     if not input_dir.exists():
         raise FileNotFoundError(f"input folder not found: {input_dir}")
     with store_access(store_dir):
+        started = time.perf_counter()
         result = read_documents(input_dir, progress=progress, extract_tables=config.extract_tables,
                                 cache_dir=store_dir / "extracted")
         report: dict[str, Any] = {"documents_read": len(result.documents),
-                                  "skipped": [asdict(item) for item in result.skipped], "store": str(store_dir)}
+                                  "skipped": [asdict(item) for item in result.skipped], "store": str(store_dir),
+                                  "seconds": {"extraction": round(time.perf_counter() - started, 3)}}
         if not result.documents and not (store_dir / "documents").exists():
             return {**report, "documents": 0, "chunks": 0, "added": 0}  # nothing to do: create no store
         store_dir.mkdir(parents=True, exist_ok=True)
@@ -156,6 +158,10 @@ def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, pro
         embed_model_used=pipeline.index.embedder.name_used if uses_embedder(config) else None,
         truncated=stats.truncated,
     )
+    # each stage's wall time in this run (0 where nothing was done: chunks, vectors or indexes reused)
+    report["seconds"].update({name: round(value, 3) for name, value in (
+        ("chunking", stats.chunk_seconds), ("embedding", stats.embed_seconds),
+        ("vector_upserts", stats.upsert_seconds), ("bm25", stats.bm25_seconds))})
     return report
 
 

@@ -51,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
     if report.get("removed"):
         lines.append(f"Removed {report['removed']} document(s) whose file is gone: "
                      + ", ".join(report["removed_documents"][:10]) + (", ..." if report["removed"] > 10 else ""))
+    if report.get("seconds"):
+        lines.append("Seconds: " + ", ".join(f"{stage} {value:.1f}" for stage, value in report["seconds"].items()))
     for skipped in report["skipped"]:
         lines.append(f"  skipped {skipped['path']}: {skipped['reason']}")
     emit(args, report, "\n".join(lines))

@@ -15,6 +15,10 @@ PDFs also give a title and headings, and with ``extract_tables`` their tables as
 (``rag_core.ingest.pdf_extract``); what a PDF gave is cached per file hash and settings when a
 ``cache_dir`` is given, so a sweep or a second eval extracts once. A ``metadata.jsonl`` in the input
 root (``rag_core.ingest.metadata``) gives documents metadata and is not itself a document.
+Files are read in parallel by a process pool when there are enough PDFs to pay for it
+(``extraction_workers``: ``PARALLEL_MIN_PDFS`` or more, at most one worker per usable core and per
+``PDFS_PER_WORKER`` PDFs; ``workers=1`` reads in this process); the documents and skipped files come
+back in the same order, with the same content, as a sequential read.
 Left out: OCR of scanned pages and layout (text is extracted in reading order, ligatures
 expanded and line-end hyphenation joined by PyMuPDF).
 """
@@ -24,11 +28,16 @@ from __future__ import annotations
 import errno
 import hashlib
 import logging
+import multiprocessing
 import os
 import stat
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence
 
 from rag_core.doc_ids import printable_doc_id
 from rag_core.errors import IngestError
@@ -43,6 +52,8 @@ log = logging.getLogger(__name__)
 PDF_SUFFIXES = {".pdf"}
 TEXT_SUFFIXES = {".txt", ".md"}
 SUPPORTED_SUFFIXES = PDF_SUFFIXES | TEXT_SUFFIXES
+PARALLEL_MIN_PDFS = 8  # fewer: a pool's start-up (about a second) costs more than it saves
+PDFS_PER_WORKER = 4
 
 
 @dataclass(frozen=True)
@@ -71,8 +82,9 @@ def discover_files(root: Path) -> list[Path]:
 
 
 def read_documents(root: str | Path, files: Iterable[Path] | None = None, progress: bool = False,
-                   extract_tables: bool = False, cache_dir: Path | None = None) -> IngestResult:
-    """Read every supported file below `root` into a Document; report the others in `skipped`."""
+                   extract_tables: bool = False, cache_dir: Path | None = None, workers: int | None = None) -> IngestResult:
+    """Read every supported file below `root` into a Document; report the others in `skipped`.
+    `workers`: processes reading files (None: ``extraction_workers`` chooses; 1: this process only)."""
     root = Path(root)
     if not root.exists():
         raise FileNotFoundError(f"input not found: {root}")
@@ -80,20 +92,64 @@ def read_documents(root: str | Path, files: Iterable[Path] | None = None, progre
     paths = list(files) if files is not None else [path for path in discover_files(root) if path != base / SIDECAR]
     sidecar = read_sidecar(base / SIDECAR) if root.is_dir() else {}
     documents, skipped = [], []
-    for path in progress_bar(paths, progress and len(paths) > 1, "Reading documents", unit="file"):
-        doc_id = printable_doc_id(path.relative_to(base).as_posix())
-        try:
-            if root.is_dir():
-                _check_inside(path, base)
-            documents.append(attach_metadata(read_document(path, doc_id, extract_tables, cache_dir),
-                                             sidecar.get(doc_id, {})))
-        except IngestError as exc:
-            log.warning("skipped %s: %s", doc_id, exc)
-            skipped.append(Skipped(doc_id, str(exc)))
+    doc_ids = [printable_doc_id(path.relative_to(base).as_posix()) for path in paths]
+    read = partial(_read_one, base=base if root.is_dir() else None, extract_tables=extract_tables, cache_dir=cache_dir)
+    results = _read_all(read, list(zip(paths, doc_ids)), extraction_workers(paths, workers))
+    for doc_id, outcome in zip(doc_ids, progress_bar(results, progress and len(paths) > 1, "Reading documents",
+                                                      unit="file", total=len(paths))):
+        if isinstance(outcome, Document):
+            documents.append(attach_metadata(outcome, sidecar.get(doc_id, {})))
+        else:
+            log.warning("skipped %s: %s", doc_id, outcome)
+            skipped.append(Skipped(doc_id, outcome))
     unknown = sorted(set(sidecar) - {document.doc_id for document in documents} - {item.path for item in skipped})
     if unknown:
         log.warning("%s names documents that are not in %s: %s", SIDECAR, root, ", ".join(unknown[:5]))
     return IngestResult(documents, skipped)
+
+
+def extraction_workers(paths: Sequence[Path], workers: int | None = None) -> int:
+    """How many processes read `paths`: `workers` when given, else 1 below ``PARALLEL_MIN_PDFS`` PDFs,
+    else one per ``PDFS_PER_WORKER`` PDFs, at most the usable cores."""
+    if workers is not None:
+        return max(1, workers)
+    pdfs = sum(path.suffix.lower() in PDF_SUFFIXES for path in paths)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return 1 if pdfs < PARALLEL_MIN_PDFS else max(1, min(cores, pdfs // PDFS_PER_WORKER))
+
+
+def _read_all(read: "partial[Document | str]", items: list[tuple[Path, str]], workers: int) -> Iterator[Document | str]:
+    """`read` over `items` in order: in this process, or in a pool of `workers` processes. The pool
+    forks while torch is not loaded (nothing is imported again, and a script without a ``__main__``
+    guard works); else it uses a fork server (forking torch's threads is unsafe). A pool that breaks
+    (a worker killed, a script that starts one at import) is announced and the rest read here."""
+    if workers <= 1 or len(items) <= 1:
+        yield from (read(path, doc_id) for path, doc_id in items)
+        return
+    methods = multiprocessing.get_all_start_methods()
+    method = "fork" if "fork" in methods and "torch" not in sys.modules else (
+        "forkserver" if "forkserver" in methods else "spawn")
+    done = 0
+    try:
+        with ProcessPoolExecutor(min(workers, len(items)), mp_context=multiprocessing.get_context(method)) as pool:
+            for outcome in pool.map(read, *zip(*items), chunksize=1):
+                done += 1
+                yield outcome
+    except BrokenProcessPool as exc:
+        print(f"warning: parallel extraction stopped ({exc}); reading the remaining {len(items) - done} "
+              "file(s) in this process", file=sys.stderr)
+        yield from (read(path, doc_id) for path, doc_id in items[done:])
+
+
+def _read_one(path: Path, doc_id: str, base: Path | None, extract_tables: bool,
+              cache_dir: Path | None) -> Document | str:
+    """One file's Document, or why it is skipped (`base`: the input folder it must stay inside)."""
+    try:
+        if base is not None:
+            _check_inside(path, base)
+        return read_document(path, doc_id, extract_tables, cache_dir)
+    except IngestError as exc:
+        return str(exc)
 
 
 def read_document(path: Path, doc_id: str, extract_tables: bool = False, cache_dir: Path | None = None) -> Document:

@@ -1,6 +1,7 @@
 """Embedding: the ``Embedder`` (sentence-transformers models, normalised, batched, cached) and the
 registry of its runtimes (``EMBED_BACKENDS``, the ``embed_backend`` setting): ``torch``
-(sentence-transformers), ``onnx`` and ``onnx-int8`` (ONNX Runtime, exported from the model on first
+(sentence-transformers), ``bf16`` (the same under bf16 autocast, checked against fp32 at first use;
+``rag_core.retrieve.bf16``), ``onnx`` and ``onnx-int8`` (ONNX Runtime, exported from the model on first
 use into the store's ``onnx/`` folder).
 
 An embedding backend is registered as an opener ``open(loaded, export_dir, **options) -> encoder``:
@@ -21,12 +22,15 @@ DEFAULT_EMBED_MODEL = "BAAI/bge-small-en-v1.5"
 EMBED_BACKENDS = Registry("embed_backend", setting="embed_backend", group="embedding")
 register_runtimes(EMBED_BACKENDS, "rag_core.retrieve.embedding.embedder:TorchEncoder",
                   "rag_core.retrieve.embedding.onnx:open_encoder", "embed_model")
+EMBED_BACKENDS.register("bf16", "rag_core.retrieve.embedding.embedder:Bf16Encoder",
+                        help="sentence-transformers under bf16 autocast (CPUs with AVX512-BF16/AMX, GPUs); "
+                             "checked against fp32 at first use, else fp32, announced")
 
 SETTINGS.declare(
     Setting("embed_model", str, DEFAULT_EMBED_MODEL, "embedding model, hub name or local directory (env RAG_EMBED_MODEL)",
             env="RAG_EMBED_MODEL", group="embedding"),
-    Setting("embed_backend", str, "torch", "embedding runtime: torch | onnx | onnx-int8 (ONNX Runtime, exported once "
-            "into the store)", choices=EMBED_BACKENDS.names, group="embedding"),
+    Setting("embed_backend", str, "torch", "embedding runtime: torch | bf16 (torch under bf16 autocast, "
+            "checked against fp32 at first use) | onnx | onnx-int8 (ONNX Runtime, exported once into the store)", choices=EMBED_BACKENDS.names, group="embedding"),
     Setting("embed_batch_size", int, 32, "texts per embedding batch", above=0, group="embedding"),
     Setting("model_fallback", bool, True, "offline: fall back to the packaged MiniLM (announced, recorded)",
             group="embedding"),

@@ -10,6 +10,8 @@ soon as it is computed: an ingest killed at 90% resumes from there. Texts are em
 
 Backends (``embed_backend``, the registry ``rag_core.retrieve.embedding.EMBED_BACKENDS``): ``torch``
 (``TorchEncoder``: sentence-transformers; on a GPU in half precision, see ``models.half_precision``),
+``bf16`` (``Bf16Encoder``: the same under bf16 autocast, where the hardware has bf16 and the first-use
+agreement check of ``rag_core.retrieve.bf16`` passes; else fp32, announced, with torch's cache key),
 ``onnx`` and ``onnx-int8`` (ONNX Runtime, ``rag_core.retrieve.embedding.onnx``, exported into the
 store's ``onnx/`` folder on first use). Vectors differ slightly per backend, so each backend has its
 own cache entries and collection (``cache_name``). Left out: several devices at once.
@@ -25,6 +27,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from rag_core.progress import progress
+from rag_core.retrieve import bf16
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.embedding import EMBED_BACKENDS
 from rag_core.retrieve.embedding.onnx import open_exported
@@ -89,8 +92,12 @@ class Embedder:
 
     @property
     def backend_used(self) -> str:
-        """The backend as run: ``torch``, ``torch fp16 (cuda)``, ``onnx`` or ``onnx-int8``."""
-        if self.backend != "torch":
+        """The backend as run: ``torch``, ``torch fp16 (cuda)``, ``bf16``, ``bf16 (cuda)``, ``onnx`` or
+        ``onnx-int8``. A ``bf16`` backend that refused bf16 runs (and is named) as ``torch``."""
+        if self.backend == "bf16" and self.encoder.active:
+            device = self.loaded.model.device.type
+            return "bf16" if device == "cpu" else f"bf16 ({device})"
+        if self.backend not in ("torch", "bf16"):
             return self.backend
         precision = half_precision(self.loaded.model)
         return f"torch {precision} ({self.loaded.model.device.type})" if precision else "torch"
@@ -122,8 +129,9 @@ class Embedder:
     def embed_query(self, query: str) -> np.ndarray:
         return self._encode([query], "query")[0]
 
-    def _encode(self, texts: list[str], kind: str) -> np.ndarray:
-        """Unit vectors of `texts` (kind "query" or "document"), float32, on the configured backend."""
+    @property
+    def encoder(self) -> Any:
+        """The configured backend's encoder, opened at first use (an existing ONNX export without torch)."""
         if self._encoder is None and self.exported:
             self._encoder = self.exported[1]
         if self._encoder is None:
@@ -132,10 +140,15 @@ class Embedder:
             started = time.perf_counter()  # an ONNX backend opens (or makes) its export here: part of the load
             self._encoder = backend.load()(loaded, self.export_dir, **backend.options)
             self.startup["load_ms"] = self.startup.get("load_ms", 0.0) + (time.perf_counter() - started) * 1000
+        return self._encoder
+
+    def _encode(self, texts: list[str], kind: str) -> np.ndarray:
+        """Unit vectors of `texts` (kind "query" or "document"), float32, on the configured backend."""
         if "first_call_ms" in self.startup:
-            return self._encoder.encode(texts, kind, self.batch_size)
+            return self.encoder.encode(texts, kind, self.batch_size)
+        encoder = self.encoder
         started = time.perf_counter()
-        vectors = self._encoder.encode(texts, kind, self.batch_size)
+        vectors = encoder.encode(texts, kind, self.batch_size)
         self.startup["first_call_ms"] = (time.perf_counter() - started) * 1000
         return vectors
 
@@ -160,3 +173,29 @@ class TorchEncoder:
         encode = self.model.encode_query if kind == "query" else self.model.encode_document
         return encode(list(texts), batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
                       convert_to_numpy=True).astype(np.float32)
+
+
+class Bf16Encoder(TorchEncoder):
+    """The ``bf16`` backend: ``TorchEncoder`` under ``torch.autocast(dtype=bfloat16)``, used only where
+    the device has bf16 and the sample's vectors agree with fp32 (``rag_core.retrieve.bf16``); else
+    fp32, announced on stderr (``active`` False). ``agreement`` holds the check's figures when active."""
+
+    def __init__(self, loaded: LoadedModel, export_dir: Path | None = None) -> None:
+        super().__init__(loaded, export_dir)
+        self.device = bf16.model_device(self.model)
+        self.agreement = bf16.first_use(f"embedding backend bf16 ({loaded.used})", self.device, self.check)
+        self.active = self.agreement is not None
+
+    def check(self) -> bf16.Agreement:
+        """fp32 against bf16 on the fixed sample (queries then passages)."""
+        queries, passages = list(bf16.SAMPLE_QUERIES), list(bf16.SAMPLE_PASSAGES)
+        both = lambda encode: np.concatenate([encode(queries, "query", 16), encode(passages, "document", 16)])  # noqa: E731
+        return bf16.agreement(both(super().encode), both(self._encode_bf16), len(queries))
+
+    def encode(self, texts: Sequence[str], kind: str, batch_size: int) -> np.ndarray:
+        return self._encode_bf16(texts, kind, batch_size) if self.active else super().encode(texts, kind, batch_size)
+
+    def _encode_bf16(self, texts: Sequence[str], kind: str, batch_size: int) -> np.ndarray:
+        with bf16.autocast(self.device):
+            vectors = super().encode(texts, kind, batch_size)
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)  # unit in float32

@@ -1,6 +1,7 @@
 """Re-ranking: the registry of re-rankers (``RERANKERS``, the ``reranker`` setting) with the built-in
 cross-encoder, and the registry of its runtimes (``RERANK_BACKENDS``, the ``rerank_backend`` setting):
-``torch`` (sentence-transformers) and ``onnx`` / ``onnx-int8`` (ONNX Runtime, exported on first use
+``torch`` (sentence-transformers), ``bf16`` (the same under bf16 autocast, checked against fp32 at
+first use) and ``onnx`` / ``onnx-int8`` (ONNX Runtime, exported on first use
 into the store's ``onnx/`` folder).
 
 A re-ranker is registered as a class with ``from_config(config, cache, store_dir)``; the object has
@@ -26,6 +27,9 @@ RERANKERS = Registry("reranker", setting="reranker", group="rerank")
 RERANK_BACKENDS = Registry("rerank_backend", setting="rerank_backend", group="rerank")
 register_runtimes(RERANK_BACKENDS, "rag_core.retrieve.rerank.cross_encoder:TorchScorer",
                   "rag_core.retrieve.rerank.onnx:open_scorer", "rerank_model")
+RERANK_BACKENDS.register("bf16", "rag_core.retrieve.rerank.cross_encoder:Bf16Scorer",
+                         help="sentence-transformers under bf16 autocast (CPUs with AVX512-BF16/AMX, GPUs); "
+                              "checked against fp32 at first use, else fp32, announced")
 
 SETTINGS.declare(
     Setting("rerank_depth", int, 20, "fused candidates re-scored by the re-ranker (0 = off)", minimum=0, group="rerank"),
@@ -40,8 +44,8 @@ RERANKERS.register(
     settings=[
         Setting("rerank_model", str, DEFAULT_RERANK_MODEL, "cross-encoder, hub name or local directory "
                 "(env RAG_RERANK_MODEL)", env="RAG_RERANK_MODEL", group="rerank"),
-        Setting("rerank_backend", str, "torch", "cross-encoder runtime: torch | onnx | onnx-int8 (ONNX Runtime, "
-                "exported once into the store)", choices=RERANK_BACKENDS.names, group="rerank"),
+        Setting("rerank_backend", str, "torch", "cross-encoder runtime: torch | bf16 (checked against fp32 at "
+                "first use) | onnx | onnx-int8 (ONNX Runtime, exported once into the store)", choices=RERANK_BACKENDS.names, group="rerank"),
         Setting("min_rerank_score", float, 0.0, "no-answer threshold on the cross-encoder logit", group="rerank"),
     ],
 )

@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
+from rag_core.retrieve import bf16
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.models import LoadedModel, ModelLoadError, load_cross_encoder
 from rag_core.retrieve.rerank import RERANK_BACKENDS
@@ -75,14 +78,21 @@ class Reranker:
 
     @property
     def _cache_name(self) -> str:
-        """The score cache's model key: each backend's scores are its own."""
-        return self.name_used if self.backend == "torch" else f"{self.name_used} [{self.backend}]"
+        """The score cache's model key: each backend's scores are its own (a ``bf16`` backend that
+        refused bf16 scores in fp32, under torch's key)."""
+        backend = "torch" if self.backend == "bf16" and not self.scorer.active else self.backend
+        return self.name_used if backend == "torch" else f"{self.name_used} [{backend}]"
 
-    def _predict(self, pairs: list[tuple[str, str]]) -> Any:
+    @property
+    def scorer(self) -> Any:
+        """The configured backend's scorer, opened at first use."""
         if self._scorer is None:
             backend = RERANK_BACKENDS.get(self.backend)
             self._scorer = backend.load()(self.model_name, self.export_dir, **backend.options)
-        return self._scorer.predict(pairs, batch_size=self.batch_size)
+        return self._scorer
+
+    def _predict(self, pairs: list[tuple[str, str]]) -> Any:
+        return self.scorer.predict(pairs, batch_size=self.batch_size)
 
     def score(self, query: str, texts: Sequence[str]) -> RerankScores:
         # text_sha1 -> (score, model seconds)
@@ -116,3 +126,29 @@ class TorchScorer:
 
     def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 16) -> Any:
         return self.model.predict(list(pairs), batch_size=batch_size, show_progress_bar=False)
+
+
+class Bf16Scorer(TorchScorer):
+    """The ``bf16`` backend: ``TorchScorer`` under bf16 autocast, used only where the device has bf16
+    and, on the fixed sample of ``rag_core.retrieve.bf16``, every query ranks its top passages as fp32
+    does; else fp32, announced on stderr (``active`` False)."""
+
+    def __init__(self, model_name: str, export_dir: Path | None = None) -> None:
+        super().__init__(model_name, export_dir)
+        self.device = bf16.model_device(self.model.model)
+        self.agreement = bf16.first_use(f"re-rank backend bf16 ({model_name})", self.device, self.check)
+        self.active = self.agreement is not None
+
+    def check(self) -> bf16.Agreement:
+        pairs = [(query, passage) for query in bf16.SAMPLE_QUERIES for passage in bf16.SAMPLE_PASSAGES]
+        shape = (len(bf16.SAMPLE_QUERIES), len(bf16.SAMPLE_PASSAGES))
+        reference = np.asarray(super().predict(pairs), dtype=np.float32).reshape(shape)
+        fast = np.asarray(self._predict_bf16(pairs), dtype=np.float32).reshape(shape)
+        return bf16.agreement(reference, fast, shape[0], vectors=False)
+
+    def predict(self, pairs: Sequence[tuple[str, str]], batch_size: int = 16) -> Any:
+        return self._predict_bf16(pairs, batch_size) if self.active else super().predict(pairs, batch_size)
+
+    def _predict_bf16(self, pairs: Sequence[tuple[str, str]], batch_size: int = 16) -> Any:
+        with bf16.autocast(self.device):
+            return np.asarray(super().predict(pairs, batch_size), dtype=np.float32)

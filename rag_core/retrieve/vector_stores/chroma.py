@@ -3,6 +3,12 @@ under ``<store>/chroma``, one collection per (corpus, chunking, model), cosine d
 
 Same contract as every store (``rag_core.retrieve.vector_stores.base.VectorStore``); servers that
 fail raise ``rag_core.retrieve.vector_stores.errors.VectorStoreError`` (``chroma_server``).
+Upserts (measured with benchmarks/vector_stores.py, 5,000 vectors of 384 dimensions): the chunk texts
+are not sent to Chroma (the chunk store holds them and nothing reads them back from Chroma; Chroma
+indexes every document for full-text search, a third of the upsert's CPU time), and vectors go in
+batches of up to ``_WRITE_BATCH`` (Chroma's own limit permitting). Most of what remains is HNSW
+construction (each batch's cost grows with the collection; random vectors, the benchmark's default,
+are HNSW's worst case). Collections written before keep their documents.
 Left out: deletion of single items.
 """
 
@@ -18,7 +24,8 @@ from rag_core.retrieve.store_check import check_chroma
 from rag_core.retrieve.vector_stores.base import Where
 from rag_core.retrieve.vector_stores.exact import TIE_MARGIN, by_score_then_id
 
-_UPSERT_BATCH = 1000
+_UPSERT_BATCH = 1000  # ids per lookup in missing()
+_WRITE_BATCH = 5000  # vectors per upsert call, at most the client's get_max_batch_size()
 
 
 class ChromaVectorStore:
@@ -50,14 +57,15 @@ class ChromaVectorStore:
         return self._collection(collection).count()
 
     def upsert(self, collection, ids, vectors, metadatas, texts) -> None:
+        """Vectors and metadata by chunk id; `texts` are not stored (see the module's docstring)."""
         target = self._collection(collection)
-        for start in range(0, len(ids), _UPSERT_BATCH):
-            end = start + _UPSERT_BATCH
+        batch = min(_WRITE_BATCH, self._client.get_max_batch_size())
+        for start in range(0, len(ids), batch):
+            end = start + batch
             target.upsert(
                 ids=list(ids[start:end]),
                 embeddings=np.asarray(vectors[start:end], dtype=np.float32),
                 metadatas=[dict(m) for m in metadatas[start:end]],
-                documents=list(texts[start:end]),
             )
 
     def missing(self, collection: str, ids: Sequence[str]) -> list[str]:

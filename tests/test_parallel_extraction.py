@@ -1,0 +1,45 @@
+"""PDF extraction in a process pool gives what a sequential read gives, in the same order: the sample
+PDFs (and a few bad files among them, reported the same way), and the automatic choice of workers."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rag_core.ingest import files
+from rag_core.ingest.files import extraction_workers, read_documents
+from rag_core.paths import SAMPLE_DOCUMENTS_DIR
+
+
+@pytest.fixture(scope="module")
+def mixed_folder(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("mixed")
+    for index, pdf in enumerate(sorted(SAMPLE_DOCUMENTS_DIR.rglob("*.pdf"))):
+        shutil.copy(pdf, folder / f"{index:02d}-{pdf.name}")
+    (folder / "05-broken.pdf").write_bytes(b"%PDF-1.4 not really")
+    (folder / "06-empty.txt").write_bytes(b"")
+    (folder / "07-notes.md").write_text("# Notes\n\nplain text between the PDFs\n")
+    return folder
+
+
+def test_parallel_extraction_equals_sequential(mixed_folder: Path, tmp_path: Path):
+    sequential = read_documents(mixed_folder, workers=1)
+    parallel = read_documents(mixed_folder, workers=2, cache_dir=tmp_path / "extracted")
+    assert len(sequential.documents) >= 3 and len(sequential.skipped) == 2
+    assert parallel.documents == sequential.documents  # every field: pages, headings, title, hash, order
+    assert parallel.skipped == sequential.skipped
+    assert [doc.doc_id for doc in parallel.documents] == sorted(doc.doc_id for doc in parallel.documents)
+    cached = read_documents(mixed_folder, workers=2, cache_dir=tmp_path / "extracted")  # read back from the cache
+    assert cached.documents == sequential.documents
+
+
+def test_the_pool_is_used_only_for_enough_pdfs(monkeypatch):
+    monkeypatch.setattr(files.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
+    pdfs = [Path(f"{index}.pdf") for index in range(40)]
+    assert extraction_workers(pdfs[:7]) == 1  # below PARALLEL_MIN_PDFS
+    assert extraction_workers(pdfs[:8]) == 2  # 8 // PDFS_PER_WORKER
+    assert extraction_workers(pdfs) == 4  # capped by the 4 usable cores
+    assert extraction_workers([Path(f"{index}.txt") for index in range(40)]) == 1  # text files are cheap
+    assert extraction_workers(pdfs[:2], workers=3) == 3 and extraction_workers(pdfs, workers=0) == 1
