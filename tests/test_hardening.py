@@ -732,6 +732,7 @@ def test_a_sweep_interrupted_while_a_worker_raises_dead_kernel_error_exits_130(t
     and raises DeadKernelError (its kernel died of the same Ctrl-C); exit 130, "interrupted", no traceback."""
     import _thread
     import logging
+    import signal
     import threading
 
     import rag_core.workbench.sweep as sweep_module
@@ -746,9 +747,13 @@ def test_a_sweep_interrupted_while_a_worker_raises_dead_kernel_error_exits_130(t
 
     monkeypatch.setattr(sweep_module, "run_point", dying_point)
     saved, filters = (threading.excepthook, logging.raiseExceptions), list(logging.getLogger("asyncio").filters)
+    # Python's own SIGINT handler, as in a `rag-pipeline` process: interrupt_main() does nothing when an
+    # earlier test of the session left SIGINT ignored or at SIG_DFL (seen once in a full run).
+    sigint = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         code = cli_main(["sweep", str(_sweep_file(tmp_path)), "--workers", "2", "--store", str(tmp_path / "store")])
     finally:
+        signal.signal(signal.SIGINT, sigint)
         threading.excepthook, logging.raiseExceptions = saved
         logging.getLogger("asyncio").filters[:] = filters
     err = capsys.readouterr().err
