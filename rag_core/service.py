@@ -42,6 +42,7 @@ from rag_core.generate.answer import Answer, answer_question
 from rag_core.ingest.corpus import DocumentStore, exclusive_lock, store_corpus, write_json_atomic
 from rag_core.ingest.files import read_documents
 from rag_core.records import Document
+from rag_core.retrieve.embedding import EMBED_BACKENDS
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.retrieve.retrievers import uses_embedder
 from rag_core.retrieve.store_check import ONNX_EXPORT_DELETED, check_store, repair_store
@@ -196,7 +197,7 @@ def _export_again(pipeline: Pipeline, report: dict[str, Any]) -> None:
     again now (a build whose chunks were all in the cache would not: the next query would)."""
     config = pipeline.config
     if (any(ONNX_EXPORT_DELETED in line for line in report.get("repaired", ()))
-            and uses_embedder(config) and config.embed_backend != "torch"):
+            and uses_embedder(config) and "quantize" in EMBED_BACKENDS.get(config.embed_backend).options):
         pipeline.index.embedder.embed_query("export")
 
 

@@ -20,6 +20,7 @@ Left out: several embedding models fused inside one retriever (register two retr
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 import time
 from typing import Any, Sequence
 
@@ -73,6 +74,10 @@ class DenseRetriever(Retriever):
         """The manifest's name and the search mode (exact and approximate lists differ)."""
         return f"{self.manifest_name(chunks)}-{search_mode(self.config, len(chunks.chunks))}"
 
+    def manifest_path(self, chunks: ChunkSet) -> Path:
+        """``dense-<key>.json`` in the chunking's folder: the collection's manifest."""
+        return chunks.folder / f"{self.manifest_name(chunks)}.json"
+
     def collection_name(self, chunks: ChunkSet) -> str:
         """``dense-<key>``: the collection of (chunking, the model as used with its backend, chunk context)."""
         context = (chunks.context_key,) if chunks.context_key else ()
@@ -85,7 +90,7 @@ class DenseRetriever(Retriever):
             self.vector_store = self.resources.open_vector_store()
         stats, embedder = self.resources.stats, self.embedder
         model = embedder.cache_name  # the model's name, plus the backend when not plain torch
-        manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
+        manifest_path = self.manifest_path(chunks)
         collection = self.collection_name(chunks)
         manifest = manifest_or_none(manifest_path, self.resources.store_dir)  # damaged: rebuilt, with a warning
         stored = self.vector_store.count(collection)
@@ -132,7 +137,7 @@ class DenseRetriever(Retriever):
         store (``dense_matrix``); False when search is approximate or the file is missing or stale."""
         if search_mode(self.config, len(chunks.chunks)) != "exact":
             return False
-        manifest_path = chunks.folder / f"{self.manifest_name(chunks)}.json"
+        manifest_path = self.manifest_path(chunks)
         try:  # a damaged manifest is named and rebuilt by ``build``
             manifest = read_manifest(manifest_path, self.resources.store_dir)
         except (OSError, DamagedStore):
