@@ -109,3 +109,44 @@ def test_a_changed_model_folder_is_loaded_with_torch(onnx_store, tmp_path):
     (folder / "README.md").write_text("changed\n")
     _, modules, _ = _query(env_store, "--embed-backend", "onnx-int8", "--embed-model", str(folder))
     assert "torch" in modules
+
+
+@pytest.fixture(scope="module")
+def default_store(tmp_path_factory) -> Path:
+    """A store ingested at the default settings (``embed_backend`` bf16, which exports its fp32 query model)."""
+    from rag_core.service import ingest_directory
+
+    store = tmp_path_factory.mktemp("cold-default") / "store"
+    ingest_directory(SAMPLE_DOCUMENTS_DIR, store, RagConfig(rerank_depth=0))
+    return store
+
+
+def test_a_default_hybrid_query_imports_no_torch_and_embeds_the_query_in_fp32(default_store):
+    """bf16 documents, fp32 queries: the query process opens the fp32 export without torch, finds the
+    collection the ingest built by the store's record, and ranks as a process that loads the model."""
+    from rag_core.retrieve.bf16 import cpu_has_bf16
+
+    result, modules, stderr = _query(default_store)
+    assert modules == set(), stderr
+    records = list((default_store / "onnx").glob("bf16-*.json"))
+    assert len(records) == 1
+    assert json.loads(records[0].read_text())["backend_used"] == ("bf16" if cpu_has_bf16() else "torch")
+    records[0].rename(records[0].with_suffix(".off"))  # without the record: the model is loaded
+    try:
+        reference, reference_modules, _ = _query(default_store)
+    finally:
+        records[0].with_suffix(".off").rename(records[0])
+    assert "torch" in reference_modules
+    assert _passages(result) == _passages(reference) and result["passages"]
+
+
+def test_bf16_queries_are_the_fp32_vectors(default_store):
+    from rag_core.retrieve.embedding.embedder import Embedder
+    from rag_core.retrieve.embedding.onnx import open_exported
+
+    open_exported.cache_clear()  # this process looked before the ingest exported: a new process does not
+    model = RagConfig().embed_model
+    bf16 = Embedder(model, backend="bf16", export_dir=default_store / "onnx")
+    torch_fp32 = Embedder(model, backend="torch")
+    np.testing.assert_allclose(bf16.embed_query(QUESTION), torch_fp32.embed_query(QUESTION), rtol=0, atol=1e-5)
+    assert bf16._loaded is None  # the export and the record were enough

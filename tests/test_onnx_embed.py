@@ -11,6 +11,7 @@ import pytest
 
 from rag_core.config import ConfigError, RagConfig
 from rag_core.paths import DATA_DIR, SAMPLE_GOLDEN_FILE
+from rag_core.retrieve.bf16 import cpu_has_bf16
 from rag_core.retrieve.embedding.embedder import Embedder
 from rag_core.retrieve.models import load_embedder
 from rag_core.retrieve.embedding.onnx import OnnxEmbedder, model_prompts
@@ -105,14 +106,14 @@ def test_the_pipeline_embeds_on_onnx_in_its_own_collection(copy_of_sample_store)
     from rag_core.service import open_pipeline
 
     query = "Which headers tell a client how close it is to the rate limit?"
-    config = RagConfig(mode="dense", rerank_depth=0)  # the store's model: torch reuses its collection
-    on_torch = open_pipeline(copy_of_sample_store, config, progress=False)
+    config = RagConfig(mode="dense", rerank_depth=0)  # the store's model and backend: reuses its collection
+    on_default = open_pipeline(copy_of_sample_store, config, progress=False)
     on_onnx = open_pipeline(copy_of_sample_store, config.replace(embed_backend="onnx"), progress=False)
-    torch_hits, onnx_hits = on_torch.retrieve(query).hits, on_onnx.retrieve(query).hits
-    assert on_onnx.index.retriever("dense").collection != on_torch.index.retriever("dense").collection  # the backend is part of the key
-    assert on_onnx.index.stats.embedded == len(on_onnx.index.chunks)  # not read from torch's cache entries
-    assert on_torch.index.stats.embedded == 0
-    assert [hit.chunk.id for hit in onnx_hits] == [hit.chunk.id for hit in torch_hits]
+    default_hits, onnx_hits = on_default.retrieve(query).hits, on_onnx.retrieve(query).hits
+    assert on_onnx.index.retriever("dense").collection != on_default.index.retriever("dense").collection  # the backend is part of the key
+    assert on_onnx.index.stats.embedded == len(on_onnx.index.chunks)  # not read from the default's cache entries
+    assert on_default.index.stats.embedded == 0
+    assert [hit.chunk.id for hit in onnx_hits] == [hit.chunk.id for hit in default_hits]
     assert on_onnx.models_used()["embed_backend_used"] == "onnx"
-    assert on_torch.models_used()["embed_backend_used"] == "torch"
+    assert on_default.models_used()["embed_backend_used"] == ("bf16" if cpu_has_bf16() else "torch")
     assert any((copy_of_sample_store / "onnx").iterdir())  # the export is cached in the store

@@ -11,14 +11,24 @@ soon as it is computed: an ingest killed at 90% resumes from there. Texts are em
 Backends (``embed_backend``, the registry ``rag_core.retrieve.embedding.EMBED_BACKENDS``): ``torch``
 (``TorchEncoder``: sentence-transformers; on a GPU in half precision, see ``models.half_precision``),
 ``bf16`` (``Bf16Encoder``: the same under bf16 autocast, where the hardware has bf16 and the first-use
-agreement check of ``rag_core.retrieve.bf16`` passes; else fp32, announced, with torch's cache key),
+agreement check of ``rag_core.retrieve.bf16`` passes; else fp32, announced, with torch's cache key;
+the default, chosen by ``benchmarks/embed_backends.py``),
 ``onnx`` and ``onnx-int8`` (ONNX Runtime, ``rag_core.retrieve.embedding.onnx``, exported into the
 store's ``onnx/`` folder on first use). Vectors differ slightly per backend, so each backend has its
-own cache entries and collection (``cache_name``). Left out: several devices at once.
+own cache entries and collection (``cache_name``).
+
+Queries of the ``bf16`` backend are embedded in fp32 (``query_encoder``): bf16 buys nothing on one
+short text, and fp32 is what bf16 was checked against. In a store they run on the fp32 ONNX export of
+the model (the ``onnx`` backend's, made at first use in 2-4 s), so a query process opens it without
+torch; ``bf16-<key>.json`` in the export folder records which collection the last bf16 ingest built
+(bf16 or, refused, torch's), so that such a process names it without loading the model. Outside a
+store (no export folder), or where the export fails (announced), queries run on torch in fp32: the
+same vectors to ~1e-7. Left out: several devices at once.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +40,8 @@ from rag_core.progress import progress
 from rag_core.retrieve import bf16
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.embedding import EMBED_BACKENDS
-from rag_core.retrieve.embedding.onnx import open_exported
+from rag_core.retrieve.embedding.onnx import open_encoder, open_exported, read_bf16_record, write_bf16_record
+from rag_core.retrieve.onnx_export import OnnxExportError
 from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder, timed_import
 
 
@@ -56,6 +67,8 @@ class Embedder:
         self._loaded: LoadedModel | None = None
         self._encoder: Any = None
         self._exported: tuple[LoadedModel, Any] | None | bool = False  # False: not looked for yet
+        self._query_encoder: Any = None
+        self._recorded_backend: str | None = None  # bf16: the backend the store's last ingest ran as
         # This process's start-up cost of the model, ms: import (of its runtime), load, first_call; and what ran.
         self.startup: dict[str, Any] = {}
 
@@ -71,15 +84,21 @@ class Embedder:
 
     @property
     def exported(self) -> tuple[LoadedModel, Any] | None:
-        """An ONNX backend's export already in the store, opened without torch: (the model as named,
-        without a model object; its encoder), or None (the model is loaded)."""
+        """An ONNX export already in the store, opened without torch: (the model as named, without a
+        model object; its encoder), or None (the model is loaded). For ``onnx`` / ``onnx-int8`` the
+        backend's own export; for ``bf16`` the fp32 export its queries run on, with the store's record
+        of the collection (documents still need the model)."""
         if self._exported is False:
             options = EMBED_BACKENDS.get(self.backend).options
+            quantize = options["quantize"] if "quantize" in options else (False if self.backend == "bf16" else None)
             found = None
-            if "quantize" in options and self.export_dir is not None and self._loaded is None:
+            if quantize is not None and self.export_dir is not None and self._loaded is None:
                 imported = timed_import("onnxruntime", "tokenizers")
                 started = time.perf_counter()
-                found = open_exported(self.model_name, self.fallback, Path(self.export_dir), options["quantize"])
+                found = open_exported(self.model_name, self.fallback, Path(self.export_dir), quantize)
+                if found and self.backend == "bf16":
+                    self._recorded_backend = read_bf16_record(self.model_name, self.fallback, Path(self.export_dir))
+                    found = found if self._recorded_backend else None
                 if found:
                     self.startup.update(runtime="onnxruntime + tokenizers (export in the store, no torch)",
                                         import_ms=imported, load_ms=(time.perf_counter() - started) * 1000)
@@ -93,7 +112,10 @@ class Embedder:
     @property
     def backend_used(self) -> str:
         """The backend as run: ``torch``, ``torch fp16 (cuda)``, ``bf16``, ``bf16 (cuda)``, ``onnx`` or
-        ``onnx-int8``. A ``bf16`` backend that refused bf16 runs (and is named) as ``torch``."""
+        ``onnx-int8``. A ``bf16`` backend that refused bf16 runs (and is named) as ``torch``; a query
+        process that did not load the model takes the store's record of its last ingest."""
+        if self.backend == "bf16" and self._loaded is None and self.exported:
+            return str(self._recorded_backend)
         if self.backend == "bf16" and self.encoder.active:
             device = self.loaded.model.device.type
             return "bf16" if device == "cpu" else f"bf16 ({device})"
@@ -129,6 +151,32 @@ class Embedder:
     def embed_query(self, query: str) -> np.ndarray:
         return self._encode([query], "query")[0]
 
+    def prepare_queries(self) -> None:
+        """``bf16`` in a store: open (and at first, make) the export its queries run on now, at ingest,
+        so that the first query process need not load the model."""
+        if self.backend == "bf16" and self.export_dir is not None:
+            self.query_encoder  # noqa: B018 - opened for its side effect
+
+    @property
+    def query_encoder(self) -> Any:
+        """What embeds queries: the backend's encoder; for ``bf16``, fp32 (see the module's docstring)."""
+        if self.backend != "bf16":
+            return self.encoder
+        if self._query_encoder is None and self.exported:
+            self._query_encoder = self.exported[1]
+        if self._query_encoder is None:
+            self._query_encoder = TorchEncoder(self.loaded)
+            if self.export_dir is not None:
+                started = time.perf_counter()
+                try:
+                    self._query_encoder = open_encoder(self.loaded, Path(self.export_dir), False)
+                    write_bf16_record(self.loaded, Path(self.export_dir), self.backend_used)
+                except (OnnxExportError, ImportError) as exc:
+                    print(f"warning: bf16 queries: no ONNX export ({exc}); queries run on torch in fp32",
+                          file=sys.stderr)
+                self.startup["load_ms"] = self.startup.get("load_ms", 0.0) + (time.perf_counter() - started) * 1000
+        return self._query_encoder
+
     @property
     def encoder(self) -> Any:
         """The configured backend's encoder, opened at first use (an existing ONNX export without torch)."""
@@ -144,9 +192,9 @@ class Embedder:
 
     def _encode(self, texts: list[str], kind: str) -> np.ndarray:
         """Unit vectors of `texts` (kind "query" or "document"), float32, on the configured backend."""
+        encoder = self.query_encoder if kind == "query" else self.encoder
         if "first_call_ms" in self.startup:
-            return self.encoder.encode(texts, kind, self.batch_size)
-        encoder = self.encoder
+            return encoder.encode(texts, kind, self.batch_size)
         started = time.perf_counter()
         vectors = encoder.encode(texts, kind, self.batch_size)
         self.startup["first_call_ms"] = (time.perf_counter() - started) * 1000

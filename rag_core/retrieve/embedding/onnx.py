@@ -35,6 +35,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from rag_core.retrieve.bf16 import cpu_has_bf16
 from rag_core.retrieve.models import LoadedModel, ModelSource, embedder_source
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.onnx_export import (EXPORTER_VERSION, FUSION, INT8_RECIPE, ExportSpec, import_onnxruntime,
@@ -182,6 +183,34 @@ def record_export(loaded: Any, entry: Path, export_dir: Path, quantize: bool) ->
     if write_query_files(loaded.model, entry):
         write_json_atomic(source_record(source, export_dir, quantize),
                           {"entry": entry.name, "requested": source.requested, "used": source.used})
+
+
+def bf16_record(source: ModelSource, export_dir: Path) -> Path:
+    """Beside the fp32 export's ``source-<key>.json``: ``bf16-<key>.json``, the bf16 backend's record."""
+    record = source_record(source, export_dir, False)
+    return record.with_name("bf16-" + record.name.removeprefix("source-"))
+
+
+def write_bf16_record(loaded: Any, export_dir: Path, backend_used: str) -> None:
+    """After a bf16 build: which backend its collection is named by (``bf16``, ``bf16 (cuda)``, or
+    ``torch`` where bf16 was refused), for query processes that do not load the model."""
+    source = embedder_source(loaded.requested, True)
+    if source is not None and (source.used, source.fallback) == (loaded.used, loaded.fallback):
+        write_json_atomic(bf16_record(source, export_dir), {"used": source.used, "backend_used": backend_used})
+
+
+def read_bf16_record(name: str, fallback: bool, export_dir: Path) -> str | None:
+    """The backend the store's last bf16 build ran as (``write_bf16_record``), or None (not recorded)."""
+    source = embedder_source(name, fallback)
+    try:
+        record = json.loads(bf16_record(source, export_dir).read_text()) if source is not None else None
+        if not record or record.get("used") != source.used:
+            return None
+    except (OSError, ValueError, TypeError, KeyError):
+        return None
+    backend = str(record.get("backend_used"))
+    # Built with bf16 on another machine (a store moved): this CPU's run is decided by loading the model.
+    return None if backend == "bf16" and not cpu_has_bf16() else backend
 
 
 @functools.lru_cache(maxsize=4)

@@ -119,6 +119,7 @@ class DenseRetriever(Retriever):
                         "max_seq_length": embedder.max_seq_length, "truncated": embedder.count_truncated(texts),
                         "embed_seconds": embed_stats.seconds, "embedded": embed_stats.embedded}
             write_json_atomic(manifest_path, manifest)
+            embedder.prepare_queries()
             stats.embedded = embed_stats.embedded
             stats.embed_cache_hits = embed_stats.cache_hits
             stats.embed_seconds = embed_stats.seconds
