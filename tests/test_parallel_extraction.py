@@ -3,7 +3,9 @@ PDFs (and a few bad files among them, reported the same way), and the automatic 
 
 from __future__ import annotations
 
+import os
 import shutil
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -43,3 +45,20 @@ def test_the_pool_is_used_only_for_enough_pdfs(monkeypatch):
     assert extraction_workers(pdfs) == 4  # capped by the 4 usable cores
     assert extraction_workers([Path(f"{index}.txt") for index in range(40)]) == 1  # text files are cheap
     assert extraction_workers(pdfs[:2], workers=3) == 3 and extraction_workers(pdfs, workers=0) == 1
+
+
+def _dies_in_a_worker(path: Path, doc_id: str, parent: int) -> str:
+    """A reader whose worker process dies (as one killed by the kernel) on the file named "03"."""
+    if path.name == "03" and os.getpid() != parent:
+        os._exit(1)
+    return f"{doc_id} read in {'the parent' if os.getpid() == parent else 'a worker'}"
+
+
+def test_a_broken_pool_is_announced_and_the_rest_read_in_this_process(capsys):
+    items = [(Path(f"{index:02d}"), f"doc-{index}") for index in range(8)]
+    reader = partial(_dies_in_a_worker, parent=os.getpid())
+    outcomes = list(files._read_all(reader, items, workers=2))
+    assert [outcome.split()[0] for outcome in outcomes] == [doc_id for _, doc_id in items]  # every file, in order
+    assert outcomes[3] == "doc-3 read in the parent"  # the file that killed its worker: read here
+    warning = [line for line in capsys.readouterr().err.splitlines() if "parallel extraction stopped" in line]
+    assert len(warning) == 1 and "in this process" in warning[0]
