@@ -180,7 +180,7 @@ class Embedder:
     @property
     def encoder(self) -> Any:
         """The configured backend's encoder, opened at first use (an existing ONNX export without torch)."""
-        if self._encoder is None and self.exported:
+        if self._encoder is None and self.backend != "bf16" and self.exported:  # bf16's export is for queries
             self._encoder = self.exported[1]
         if self._encoder is None:
             backend = EMBED_BACKENDS.get(self.backend)
