@@ -150,3 +150,23 @@ def test_bf16_queries_are_the_fp32_vectors(default_store):
     torch_fp32 = Embedder(model, backend="torch")
     np.testing.assert_allclose(bf16.embed_query(QUESTION), torch_fp32.embed_query(QUESTION), rtol=0, atol=1e-5)
     assert bf16._loaded is None  # the export and the record were enough
+
+
+def test_a_bf16_process_that_found_the_export_embeds_new_documents_in_bf16(default_store):
+    """A later process (a sweep's kernel) opens the query export without torch, then meets a new
+    chunking: its documents are embedded by the bf16 encoder, not by the fp32 query export."""
+    from rag_core.retrieve.bf16 import cpu_has_bf16
+    from rag_core.retrieve.embedding.embedder import Embedder
+    from rag_core.retrieve.embedding.onnx import open_exported
+
+    open_exported.cache_clear()
+    model = RagConfig().embed_model
+    embedder = Embedder(model, backend="bf16", export_dir=default_store / "onnx")
+    recorded = embedder.cache_name
+    assert embedder._loaded is None
+    vectors, stats = embedder.embed_documents(["a passage no chunking of the store has", "and another one"])
+    assert stats.embedded == 2 and vectors.shape == (2, 384)
+    assert embedder.cache_name == recorded and embedder.backend_used == ("bf16" if cpu_has_bf16() else "torch")
+    fp32 = Embedder(model, backend="torch").embed_documents(["a passage no chunking of the store has"])[0]
+    moved = float(np.abs(vectors[0] - fp32[0]).max())
+    assert moved > 1e-6 if cpu_has_bf16() else moved < 1e-6  # bf16 did run where the CPU has it
