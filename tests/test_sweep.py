@@ -311,3 +311,25 @@ def test_listed_points_are_crossed_with_the_grid_and_checked(tmp_path, tiny_corp
         load_sweep(_write_sweep(tmp_path, **data, points=[{"mode": "bm25"}, {"route_doc": 1}]))
     with pytest.raises(ConfigError, match="'points' must be a list"):
         load_sweep(_write_sweep(tmp_path, **data, points={"mode": "bm25"}))
+
+
+def test_one_worker_builds_the_indexes_first_when_its_kernel_needs_no_torch(tiny_corpus, tmp_path,  # noqa: F811
+                                                                              tracking_uri):  # noqa: F811
+    """bf16 (the default) queries run on the store's export: the builds are made in this process, so
+    the kernel embeds nothing; a torch point's kernel loads torch anyway, so its builds stay there."""
+    from types import SimpleNamespace
+
+    from rag_core.workbench.sweep import queries_without_torch
+
+    spec = load_sweep(_write_sweep(tmp_path, name="prebuilt", input=str(tiny_corpus.documents),
+                                   golden=str(tiny_corpus.golden), base={"mode": "hybrid", "rerank_depth": 0, "overlap": 0},
+                                   grid={"chunk_size": [20, 30]}))
+    result = run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)
+    assert [outcome.status for outcome in result.outcomes] == ["FINISHED", "FINISHED"]
+    work = MlflowClient(tracking_uri).get_run(result.parent_run_id).data.metrics
+    assert work["sweep/prebuild_dense_indexes_built"] == 2
+    assert all(outcome.metrics["index/embedded"] == 0 for outcome in result.outcomes)
+    point = lambda **config: SimpleNamespace(config=SimpleNamespace(**{"rerank_depth": 0, "embed_backend": "bf16", **config}))  # noqa: E731
+    assert queries_without_torch([point(), point(embed_backend="onnx-int8")])
+    assert not queries_without_torch([point(), point(embed_backend="torch")])
+    assert not queries_without_torch([point(rerank_depth=10)])

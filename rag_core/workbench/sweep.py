@@ -6,7 +6,10 @@ once and the SQLite cache keeps embeddings and cross-encoder scores; each worker
 models, compiled metric code and retrieval candidates, so points that differ only in ``k`` or
 ``rerank_depth`` retrieve nothing again. With ``workers > 1`` every distinct chunking is built first,
 serially, in this process; then points run in parallel (a thread and a kernel per worker), never two
-at once that would score the same cross-encoder pairs. The work is counted on the parent run
+at once that would score the same cross-encoder pairs. With one worker the builds are made here too
+when no point's kernel needs torch once they exist (``queries_without_torch``: an embedding backend
+whose queries run on the store's export, no re-ranking): the kernel then imports no torch, and a
+process that has the model loaded already (the demo, after its ingest) does not load it again. The work is counted on the parent run
 (``sweep/*`` metrics: points, chunkings, dense indexes built, chunks embedded, candidates reused,
 cross-encoder pairs scored vs cache hits).
 
@@ -119,7 +122,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     prebuild: dict[str, float] = {}
     if todo and remote is not None:
         prebuild = ray_executor.prebuild(todo, inputs, store_dir, echo)
-    elif workers > 1 and todo:
+    elif todo and (workers > 1 or queries_without_torch(todo)):
         prebuild = _prebuild(todo, inputs, store_dir, echo)
 
     runnable = len(points) - len(unavailable)  # progress counts the points that can run
@@ -228,6 +231,12 @@ def _execute(points: list[SweepPoint], workers: int, run_one: Callable[[SweepPoi
             for future in done:
                 busy -= rerank_keys(running.pop(future))
                 yield from future.result()
+
+
+def queries_without_torch(points: list[SweepPoint]) -> bool:
+    """Whether every point, once its indexes are built, runs without torch: no re-ranking, and an
+    embedding backend whose queries run on the store's ONNX export (bf16, onnx, onnx-int8)."""
+    return all(point.config.rerank_depth == 0 and point.config.embed_backend != "torch" for point in points)
 
 
 def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, echo: Callable[[str], None]) -> dict[str, float]:
