@@ -117,3 +117,20 @@ def test_the_pipeline_embeds_on_onnx_in_its_own_collection(copy_of_sample_store)
     assert on_onnx.models_used()["embed_backend_used"] == "onnx"
     assert on_default.models_used()["embed_backend_used"] == ("bf16" if cpu_has_bf16() else "torch")
     assert any((copy_of_sample_store / "onnx").iterdir())  # the export is cached in the store
+
+
+def test_a_trace_that_disagrees_with_torch_is_exported_again_with_dynamo(tmp_path, monkeypatch):
+    """fp32 exports are traced (fast) and checked on a probe batch of other shapes; a trace that fails
+    the check is replaced by the dynamo exporter's graph, and the manifest says which made the file."""
+    from rag_core.retrieve import onnx_export
+
+    model = load_embedder(MODEL).model
+    texts = ["a query", "a much longer passage about rate limits, quotas and the headers that report them"]
+    traced = OnnxEmbedder.load(model, tmp_path / "traced")
+    assert traced.manifest.exporter.endswith(", torchscript")
+    monkeypatch.setattr(onnx_export, "TRACE_TOLERANCE", -1.0)  # no graph agrees: the check fails for real
+    fallback = OnnxEmbedder.load(model, tmp_path / "fallback")
+    assert fallback.manifest.exporter.endswith(", dynamo")
+    reference = model.encode_document(texts, normalize_embeddings=True)
+    for encoder in (traced, fallback):
+        np.testing.assert_allclose(encoder.encode(texts, "document"), reference, rtol=0, atol=1e-5)

@@ -287,20 +287,8 @@ def export_fp32(spec: ExportSpec, out_file: Path, trace: bool = True) -> str:
             module.set_attn_implementation("eager")
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
-            try:
-                if not trace:
-                    raise NotImplementedError("not traced: int8")
-                axes = {name: {0: "batch", 1: "sequence"} for name in spec.input_names}
-                torch.onnx.export(spec.module.eval(), args, str(out_file), input_names=list(spec.input_names),
-                                  output_names=[spec.output_name], dynamo=False, dynamic_axes=axes,
-                                  opset_version=OPSET, verbose=False)
-                if trace_agrees(spec, out_file, device):
-                    return "torchscript"
-                log.info("the traced ONNX graph of %s disagrees with torch on the probe batch; using dynamo", spec.source)
-            except NotImplementedError:
-                pass
-            except Exception as exc:  # noqa: BLE001 - the dynamo exporter below is the fallback
-                log.info("the TorchScript exporter failed on %s (%s); using dynamo", spec.source, exc)
+            if trace and _traced(spec, args, out_file, device):
+                return "torchscript"
             dynamic = {"inputs": tuple({0: torch.export.Dim.DYNAMIC, 1: torch.export.Dim.DYNAMIC}
                                        for _ in spec.input_names)}
             torch.onnx.export(spec.module.eval(), args, str(out_file), input_names=list(spec.input_names),
@@ -310,6 +298,24 @@ def export_fp32(spec: ExportSpec, out_file: Path, trace: bool = True) -> str:
     finally:
         for module, attention in switched:
             module.set_attn_implementation(attention)
+
+
+def _traced(spec: ExportSpec, args: tuple[Any, ...], out_file: Path, device: Any) -> bool:
+    """Export `spec` to `out_file` with the TorchScript tracer; whether the graph is usable (it agrees
+    with torch on ``PROBE``). A failure or a disagreement is logged: the caller then uses dynamo."""
+    import torch
+
+    try:
+        axes = {name: {0: "batch", 1: "sequence"} for name in spec.input_names}
+        torch.onnx.export(spec.module.eval(), args, str(out_file), input_names=list(spec.input_names),
+                          output_names=[spec.output_name], dynamo=False, dynamic_axes=axes,
+                          opset_version=OPSET, verbose=False)
+        if trace_agrees(spec, out_file, device):
+            return True
+        log.info("the traced ONNX graph of %s disagrees with torch on the probe batch; using dynamo", spec.source)
+    except Exception as exc:  # noqa: BLE001 - the dynamo exporter is the fallback
+        log.info("the TorchScript exporter failed on %s (%s); using dynamo", spec.source, exc)
+    return False
 
 
 def trace_agrees(spec: ExportSpec, model_file: Path, device: Any) -> bool:

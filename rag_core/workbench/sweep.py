@@ -9,8 +9,8 @@ serially, in this process; then points run in parallel (a thread and a kernel pe
 at once that would score the same cross-encoder pairs. With one worker the builds are made here too
 when no point's kernel needs torch once they exist (``queries_without_torch``: an embedding backend
 whose queries run on the store's export, no re-ranking): the kernel then imports no torch, and a
-process that has the model loaded already (the demo, after its ingest) does not load it again. The work is counted on the parent run
-(``sweep/*`` metrics: points, chunkings, dense indexes built, chunks embedded, candidates reused,
+process that has the model loaded already (the demo, after its ingest) does not load it again. The
+work is counted on the parent run (``sweep/*`` metrics: points, chunkings, dense indexes built, chunks embedded, candidates reused,
 cross-encoder pairs scored vs cache hits).
 
 Models: when the configured cross-encoder cannot be loaded, the points with ``rerank_depth > 0`` are
@@ -240,8 +240,8 @@ def queries_without_torch(points: list[SweepPoint]) -> bool:
 
 
 def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, echo: Callable[[str], None]) -> dict[str, float]:
-    """Chunk, embed and index every distinct build of `points`, one after another, before points
-    run in parallel: two parallel points then never embed the same chunking."""
+    """Chunk, embed and index every distinct build of `points`, one after another, before the points
+    run: two parallel points then never embed the same chunking, and a kernel need not load the model."""
     from rag_core.retrieve.pipeline import Pipeline
 
     totals = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0, "seconds": 0.0}
