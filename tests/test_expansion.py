@@ -126,11 +126,11 @@ def test_hyde_searches_the_mean_of_query_and_passage_embeddings(anthropic_env, s
     pipeline = open_pipeline(sample_store, config, progress=False)
     query = "How often are API keys rotated?"
     result = pipeline.retrieve(query)
-    model = pipeline.index.embedder.loaded.model
-    mean = model.encode_query(query, normalize_embeddings=True) + model.encode_document(passage, normalize_embeddings=True)
+    embedder = pipeline.index.embedder  # the store's backend (bf16 documents, fp32 queries, by default)
+    mean = embedder.embed_query(query) + embedder.embed_documents([passage])[0][0]
     mean /= np.linalg.norm(mean)
     top = result.hits[:3]
-    chunks = model.encode_document([hit.chunk.text for hit in top], normalize_embeddings=True)
+    chunks = embedder.embed_documents([hit.chunk.text for hit in top])[0]
     assert np.allclose([hit.score for hit in top], chunks @ mean, atol=1e-4)
     assert result.expansion["passage"] == passage and "expansion" in result.latency_ms
     assert TAGGED.search(anthropic_env.requests[0].user).group(2) == query
