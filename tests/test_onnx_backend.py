@@ -100,7 +100,7 @@ def test_an_unfinished_export_is_not_used(torch_model, torch_scores, pairs, tmp_
 
 
 def test_export_failure_names_the_model_and_the_cause(torch_model, tmp_path, monkeypatch):
-    def fail(spec, out_file):
+    def fail(spec, out_file, trace=True):
         Path(out_file).write_bytes(b"partial")
         raise RuntimeError("unsupported operator aten::frobnicate")
 

@@ -15,6 +15,8 @@ import logging
 import os
 import sqlite3
 import threading
+import weakref
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
@@ -31,6 +33,20 @@ CREATE TABLE IF NOT EXISTS cross_encoder_scores (model TEXT, query TEXT, text_sh
 
 def text_sha1(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()
+
+
+# Resolved paths of the caches this process holds open, with how many connections: the store check
+# reads no such file with open()/close(), which would drop the POSIX locks of these connections
+# (another process could then delete the write-ahead log under them: "disk I/O error").
+OPEN_HERE: Counter[str] = Counter()
+
+
+def open_in_this_process(path: str | Path) -> bool:
+    return OPEN_HERE[str(Path(path).resolve())] > 0
+
+
+def _released(key: str) -> None:
+    OPEN_HERE[key] -= 1
 
 
 class ScoreCache:
@@ -55,6 +71,10 @@ class ScoreCache:
 
     def _open(self, path: Path) -> None:
         self._conn = sqlite3.connect(path, timeout=60, check_same_thread=False)
+        if getattr(self, "_finalizer", None) is None:
+            key = str(path.resolve())
+            OPEN_HERE[key] += 1
+            self._finalizer = weakref.finalize(self, _released, key)
         self._conn.execute("PRAGMA journal_mode=WAL")
         self._conn.executescript(_SCHEMA)
 
@@ -101,3 +121,4 @@ class ScoreCache:
 
     def close(self) -> None:
         self._conn.close()
+        self._finalizer()

@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator
 
 from rag_core.errors import DamagedStore
 from rag_core.ingest.corpus import DocumentStore, derived_damage, derived_repair, read_store_json
+from rag_core.retrieve.cache import open_in_this_process
 from rag_core.retrieve.onnx_export import export_problem
 
 log = logging.getLogger(__name__)
@@ -142,7 +143,7 @@ def damaged_derived(store_dir: Path, thorough: bool = True) -> Iterator[tuple[st
     checks: list[tuple[str, Path, Callable[[], None]]] = [
         ("chroma", store_dir / "chroma", lambda: check_chroma(store_dir, thorough))]
     cache = store_dir / "cache.sqlite"
-    if cache.exists():
+    if cache.exists() and not open_in_this_process(cache):  # in use here: opened fine, and see OPEN_HERE
         checks.append(("cache", cache, lambda: check_sqlite(cache, store_dir, CACHE_TABLES, "cache", thorough)))
     checks += [("manifest", path, functools.partial(read_manifest, path, store_dir))
                for path in sorted(store_dir.glob("chunks/*/dense-*.json"))]

@@ -249,7 +249,12 @@ def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, ech
     echo(f"Building indexes for {len(builds)} distinct chunking/model combinations first ...")
     for config in builds.values():
         started = time.perf_counter()
-        stats = Pipeline(config, inputs.corpus, store_dir).build()
+        try:
+            stats = Pipeline(config, inputs.corpus, store_dir).build()
+        except Exception as exc:  # noqa: BLE001 - its points build it again in their kernels, and fail there, recorded
+            echo(f"could not build an index first ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
+                 "its points will try in their kernels")
+            continue
         totals["dense_indexes_built"] += float(stats.embedded + stats.embed_cache_hits > 0)
         totals["chunkings_built"] += stats.chunkings_built
         totals["embedded"] += stats.embedded
