@@ -204,11 +204,11 @@ def read_bf16_record(name: str, fallback: bool, export_dir: Path) -> str | None:
     source = embedder_source(name, fallback)
     try:
         record = json.loads(bf16_record(source, export_dir).read_text()) if source is not None else None
-        if not record or record.get("used") != source.used:
-            return None
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError):
         return None
-    backend = str(record.get("backend_used"))
+    backend = record.get("backend_used") if isinstance(record, dict) and record.get("used") == source.used else None
+    if not isinstance(backend, str):  # none, another model's, or damaged: the model is loaded and decides
+        return None
     # Built with bf16 on another machine (a store moved): this CPU's run is decided by loading the model.
     return None if backend == "bf16" and not cpu_has_bf16() else backend
 
