@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -47,10 +48,42 @@ def sample_store(tmp_path_factory) -> Path:
     return store
 
 
+def _indexes_of(store: Path) -> set[str]:
+    return {str(path.relative_to(store)) for path in store.glob("chunks/*/*") if not path.name.endswith(".npy")}
+
+
+@pytest.fixture(autouse=True)
+def _the_shared_sample_store_gains_no_index(request):
+    """The session's sample store is shared: a test that builds another index in it (another backend,
+    model or chunking) changes what later tests find there. Such a test fails; it belongs on
+    ``copy_of_sample_store``."""
+    if "sample_store" not in request.fixturenames:
+        yield
+        return
+    store = request.getfixturevalue("sample_store")
+    before = _indexes_of(store)
+    yield
+    added = _indexes_of(store) - before
+    assert not added, f"this test built {sorted(added)} in the shared sample store: use copy_of_sample_store"
+
+
 @pytest.fixture
 def copy_of_sample_store(sample_store, tmp_path) -> Path:
-    target = tmp_path / "store"
-    shutil.copytree(sample_store, target)
+    return copy_store(sample_store, tmp_path / "store")
+
+
+def copy_store(source: Path, target: Path) -> Path:
+    """Copy a store that this process may hold open. Its SQLite databases go through SQLite's backup: a
+    plain read of a database file (copytree's) closes a descriptor of it, which drops every POSIX lock this
+    process holds there, and another process may then delete the WAL under the open connection."""
+    shutil.copytree(source, target, ignore=lambda folder, names: [name for name in names if ".sqlite" in name])
+    for database in [*source.rglob("*.sqlite"), *source.rglob("*.sqlite3")]:
+        origin, copy = sqlite3.connect(database), sqlite3.connect(target / database.relative_to(source))
+        try:
+            origin.backup(copy)
+        finally:
+            origin.close()
+            copy.close()
     return target
 
 

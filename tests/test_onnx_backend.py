@@ -128,7 +128,9 @@ def test_the_pipeline_reranks_on_onnx_with_the_scores_of_torch_kept_apart(copy_o
     from rag_core.config import RagConfig
     from rag_core.service import open_pipeline
 
-    query = "Which headers tell a client how close it is to the rate limit?"
+    # a query no other test asks: the copy carries the sample store's cache, where torch scores of other
+    # tests' queries may already be
+    query = "Which response headers show how much of its rate limit a client has left?"
     config = RagConfig(rerank_depth=5, rerank_model=STAND_IN_RERANKER, rerank_backend="onnx")
     on_onnx = open_pipeline(copy_of_sample_store, config, progress=False).retrieve(query)
     on_torch = open_pipeline(copy_of_sample_store, config.replace(rerank_backend="torch"), progress=False).retrieve(query)

@@ -65,13 +65,14 @@ def test_hybrid_runs_every_stage_and_fuses_by_hand(hybrid):
     assert set(result.latency_ms) == {"embed_query", "vector_search", "bm25", "fusion", "rerank"}
 
 
-def test_dense_scores_are_cosine_similarities_from_the_model(hybrid):
+def test_dense_scores_are_cosine_similarities_from_the_model(hybrid, copy_of_sample_store):
     query = "Which encryption protects data at rest?"
     model = hybrid.index.embedder.loaded.model
-    # torch (fp32) to 1e-4; the default bf16 (documents in bf16, cosine >= 0.9999 to fp32) to 2e-3
+    # torch (fp32) to 1e-4; the default bf16 (documents in bf16, cosine >= 0.9999 to fp32) to 2e-3.
+    # On a copy: the torch index is a second dense manifest, which the shared sample store must not gain.
     for backend, tolerance in (("torch", 1e-4), (RagConfig().embed_backend, 2e-3)):
         config = RagConfig(mode="dense", rerank_depth=0, embed_backend=backend)
-        result = open_pipeline(hybrid.index.store_dir, config, progress=False).retrieve(query)
+        result = open_pipeline(copy_of_sample_store, config, progress=False).retrieve(query)
         top = result.hits[:3]
         vectors = model.encode([query] + [hit.chunk.text for hit in top], normalize_embeddings=True)
         expected = vectors[1:] @ vectors[0]
