@@ -2,10 +2,11 @@
 
 Splits the split's queries with the sweep's seeded hash (``rag_core.workbench.holdout.split_queries``),
 runs ``tune_fusion`` (``rag-pipeline tune-fusion``: one weight per retriever learned by
-``ranx.optimize_fusion`` on the tuning part, kept only if it beats each retriever alone there) and
+``ranx.optimize_fusion`` on the tuning part after each score normalisation, the best normalisation
+there kept, and the fusion kept only if it beats each retriever alone there) and
 prints every candidate's doc/ndcg@10 on both parts. Nothing is chosen on the held-out part.
 Usage: python benchmarks/beir_fusion.py DIR [--split train] [--holdout 0.25] [--seed 17] [--method wsum]
-       [--store DIR] [--step 0.1]
+       [--store DIR] [--step 0.1] [--norm all]
 Writes ``benchmarks/results/beir_fusion.json``. Left out: cross-validation (one split, stated).
 """
 
@@ -17,7 +18,7 @@ from results_file import RESULTS, write_results
 
 from rag_core.config import RagConfig
 from rag_core.workbench.evaluation import load_eval_inputs
-from rag_core.workbench.fusion_tuning import tune_fusion
+from rag_core.workbench.fusion_tuning import parse_norms, tune_fusion
 from rag_core.workbench.holdout import split_queries
 
 
@@ -29,6 +30,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--method", default="wsum")
     parser.add_argument("--step", type=float, default=0.1)
+    parser.add_argument("--norm", default="all", help="normalisations to try, comma-separated, or all")
     parser.add_argument("--store", required=True)
     args = parser.parse_args()
     inputs = load_eval_inputs(beir=args.beir, split=args.split, store_dir=args.store, progress=True)
@@ -37,17 +39,20 @@ def main() -> None:
     tuning = [query for query in inputs.queries if query.id not in held_out]
     test = [query for query in inputs.queries if query.id in held_out]
     config = RagConfig(mode="hybrid", rerank_depth=0)
+    norms = parse_norms(args.norm, config.fusion_norm)
     result = tune_fusion(config, inputs.corpus, tuning, test, args.store, method=args.method, step=args.step,
-                         progress=True)
+                         norms=norms, progress=True)
     print(f"{len(tuning)} tuning claims, {len(test)} held out (holdout {args.holdout}, seed {args.seed}); "
-          f"learned {result.learned}; on the tuning claims by chunk {result.metric}: {result.candidates}; "
+          f"learned {result.learned} after {result.norm}; on the tuning claims by chunk {result.metric}: "
+          f"by normalisation {result.norm_scores}, {result.candidates}; "
           f"tuned = {result.chosen}")
     for row in result.rows:
         print(f"{row['golden']:>5} {row['config']:<16} {row['fusion']:<40} doc/ndcg@10 {row['doc/ndcg@10']:.4f} "
               f"doc/recall@5 {row['doc/recall@5']:.4f}")
     write_results({"beir": args.beir, "split": args.split, "holdout": args.holdout, "seed": args.seed,
                    "tuning_queries": len(tuning), "held_out_queries": len(test), "method": result.method,
-                   "learned": result.learned, "candidates": result.candidates, "chosen": result.chosen,
+                   "learned": result.learned, "norm": result.norm, "norm_scores": result.norm_scores,
+                   "candidates": result.candidates, "chosen": result.chosen,
                    "yaml": result.yaml_lines(), "rows": result.rows}, RESULTS / "beir_fusion.json")
 
 

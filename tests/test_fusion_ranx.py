@@ -104,6 +104,10 @@ def test_tune_fusion_learns_on_one_half_and_reports_on_the_other(sample_store, s
     report = json.loads(result.stdout)
     weights = report["learned"]["weights"]
     assert len(weights) == 2 and sum(weights) == pytest.approx(1.0)
+    # --norm all: the weights were learned after every normalisation; the one kept scores best in training
+    assert set(report["norm_scores"]) == {"min-max", "max", "sum", "zmuv", "rank", "borda"}
+    assert report["norm_scores"][report["norm"]] == max(report["norm_scores"].values())
+    assert report["candidates"]["learned fusion"] == report["norm_scores"][report["norm"]]
     candidates = {"learned fusion", "dense alone", "bm25 alone"}
     assert set(report["candidates"]) == candidates and report["chosen"] in candidates
     assert {(row["golden"], row["config"]) for row in report["rows"]} == {
@@ -120,7 +124,8 @@ def test_tune_fusion_learns_on_one_half_and_reports_on_the_other(sample_store, s
     tuned = next(row for row in report["rows"] if row["golden"] == "test" and row["config"] == "tuned")
     if report["chosen"] == "learned fusion":
         assert f"fusion_weights: [{weights[0]:g}, {weights[1]:g}]" in report["yaml"]
-        pasted = ["--fusion", "wsum", "--fusion-weights", f"{weights[0]},{weights[1]}"]
+        assert f"fusion_norm: {report['norm']}" in report["yaml"]
+        pasted = ["--fusion", "wsum", "--fusion-norm", report["norm"], "--fusion-weights", f"{weights[0]},{weights[1]}"]
     else:
         assert report["yaml"] == [f"mode: {report['chosen'].split()[0]}"]
         pasted = ["--mode", report["chosen"].split()[0]]
@@ -133,6 +138,8 @@ def test_tune_fusion_learns_on_one_half_and_reports_on_the_other(sample_store, s
     # Bad input is exit 2 with a message, not a traceback.
     bad = run_cli("tune-fusion", "--golden", str(train), "--method", "sum", store=sample_store)
     assert bad.returncode == 2 and "--method must be one of" in bad.stderr and "Traceback" not in bad.stderr
+    bad = run_cli("tune-fusion", "--golden", str(train), "--norm", "min-max,softmax", store=sample_store)
+    assert bad.returncode == 2 and "--norm must be 'all' or names among" in bad.stderr and "Traceback" not in bad.stderr
 
 
 def test_the_techniques_are_sweep_grid_axes():

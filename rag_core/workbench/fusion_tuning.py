@@ -6,7 +6,10 @@
 2. ``ranx.optimize_fusion`` (through ``rag_core.retrieve.fusion.ranx.learn_weights``) searches one
    weight per retriever for a weighted method (``wsum``, ``wmnz``, ``mixed``, ``w_bordafuse``,
    ``w_condorcet``; grid step ``step``) or RRF's ``k`` (``rrf``), maximising a ranx metric (default
-   ``ndcg@10``) against the chunk-level relevance of the training set.
+   ``ndcg@10``) against the chunk-level relevance of the training set. Weighted methods learn their
+   weights after each score normalisation of ``norms`` (default: the ``fusion_norm`` setting alone) and
+   keep the normalisation that scores best there (a tie keeps the earlier one): which scale makes two
+   retrievers' scores comparable differs between collections (min-max, z-score, ...).
 3. The learned fusion competes with each retriever alone on the same training metric: the best of
    them is the tuned configuration (a tie goes to the fusion). So the choice cannot fall below its best
    single input on the set it was tuned on; when one input only drags, the answer is to drop it.
@@ -30,24 +33,26 @@ from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Run
 from rag_core.retrieve.fusion.ranx import WEIGHTED_METHODS
-from rag_core.retrieve.fusion import make_fusion
+from rag_core.retrieve.fusion import FUSION_NORMS, make_fusion
 from rag_core.retrieve.pipeline import Pipeline
 from rag_core.retrieve.retrievers import BUILT_IN_MODES, parse_mode, retriever_choices
 
 TUNE_METHODS = (*WEIGHTED_METHODS, "rrf")
+TUNE_NORMS = tuple(norm for norm in FUSION_NORMS if norm != "none")  # ``--norm all``
 REPORTED = ("page/recall@5", "page/ndcg@10", "doc/recall@5", "doc/ndcg@10", "chunk/ndcg@10")
 
 
 @dataclass(frozen=True)
 class FusionTuning:
     method: str
-    norm: str
+    norm: str  # of the learned fusion: the best of the normalisations tried
     metric: str
     learned: dict[str, Any]  # ranx's answer: {"weights": [...]} or {"k": ...}
     tuned: RagConfig  # the best on the training set: the learned fusion, or one retriever alone
     rows: list[dict[str, Any]]  # {"golden": "train" | "test", "config": label, "fusion": description, metric: value}
     candidates: dict[str, float]  # label -> the optimised metric on the training set ("learned fusion", "dense alone")
     chosen: str  # the label of the tuned configuration
+    norm_scores: dict[str, float]  # normalisation -> the learned fusion's optimised metric on the training set
 
     def yaml_lines(self) -> list[str]:
         cfg = self.tuned
@@ -65,9 +70,12 @@ class FusionTuning:
 
 def tune_fusion(config: RagConfig, corpus: Corpus, train: Sequence[GoldenQuery], test: Sequence[GoldenQuery],
                 store_dir: str | Path, *, method: str = "wsum", metric: str = "ndcg@10", step: float = 0.1,
-                progress: bool = False) -> FusionTuning:
+                norms: Sequence[str] = (), progress: bool = False) -> FusionTuning:
     if method not in TUNE_METHODS:
         raise ValueError(f"tune-fusion method must be one of {', '.join(TUNE_METHODS)}, got {method!r}")
+    unknown = [norm for norm in norms if norm not in FUSION_NORMS]
+    if unknown:
+        raise ValueError(f"tune-fusion normalisations must be among {', '.join(FUSION_NORMS)}, got {unknown[0]!r}")
     from rag_core.retrieve.fusion.ranx import learn_weights, score_run
 
     names = tuple(choice.name for choice in retriever_choices(config))
@@ -83,17 +91,15 @@ def tune_fusion(config: RagConfig, corpus: Corpus, train: Sequence[GoldenQuery],
         for name in names:
             ranked[name][query.id] = list(candidates.ranked[name])
     runs: list[Run] = [{qid: {hit.id: hit.score for hit in hits} for qid, hits in ranked[name].items()} for name in names]
-    norm = "none" if method == "rrf" else start.fusion_norm
-    learned = dict(learn_weights(qrels, runs, method, norm, metric, step))
-    if method == "rrf":
-        fused = start.replace(fusion="rrf", rrf_k=int(learned["k"]), fusion_weights=())
-    else:
-        fused = start.replace(fusion=method, fusion_weights=tuple(round(float(w), 6) for w in learned["weights"]))
-    fusion, weights = make_fusion(fused), (list(fused.fusion_weights) or None)
-    fused_run = {qid: {hit.id: hit.score for hit in fusion.fuse([ranked[name][qid] for name in names], weights)}
-                 for qid in ranked[names[0]]}
+    tried = ("none",) if method == "rrf" else tuple(dict.fromkeys(norms or (start.fusion_norm,)))
+    learned_by_norm = {norm: _learn(start, method, norm, learn_weights(qrels, runs, method, norm, metric, step))
+                       for norm in tried}
+    norm_scores = {norm: score_run(qrels, _fuse(fused, ranked, names), metric)
+                   for norm, (_, fused) in learned_by_norm.items()}
+    norm = max(norm_scores, key=lambda name: norm_scores[name])  # first of equals
+    learned, fused = learned_by_norm[norm]
     options = {"learned fusion": fused, **{f"{name} alone": config.replace(mode=name, fusion_weights=()) for name in names}}
-    scores = {"learned fusion": score_run(qrels, fused_run, metric),
+    scores = {"learned fusion": norm_scores[norm],
               **{f"{name} alone": score_run(qrels, run, metric) for name, run in zip(names, runs)}}
     chosen = max(scores, key=lambda label: scores[label])  # first of equals: the fusion
     tuned = options[chosen]
@@ -105,7 +111,34 @@ def tune_fusion(config: RagConfig, corpus: Corpus, train: Sequence[GoldenQuery],
             rows.append({"golden": name, "config": label,
                          "fusion": describe_fusion(cfg), **{key: report.metrics[key] for key in REPORTED}})
     return FusionTuning(method, norm, metric, {key: _plain(value) for key, value in learned.items()}, tuned, rows,
-                        scores, chosen)
+                        scores, chosen, norm_scores)
+
+
+def parse_norms(text: str, setting: str) -> tuple[str, ...]:
+    """``--norm``: ``all`` (every normalisation but ``none``, the `setting` first so that it wins ties) or
+    comma-separated names."""
+    if text.strip() == "all":
+        return tuple(dict.fromkeys((setting, *TUNE_NORMS)))
+    norms = tuple(filter(None, map(str.strip, text.split(","))))
+    if not norms or any(norm not in FUSION_NORMS for norm in norms):
+        raise ValueError(f"--norm must be 'all' or names among {', '.join(FUSION_NORMS)}, got {text!r}")
+    return norms
+
+
+def _learn(start: RagConfig, method: str, norm: str, learned: dict[str, Any]) -> tuple[dict[str, Any], RagConfig]:
+    """ranx's answer for one normalisation, and the configuration that fuses that way."""
+    learned = dict(learned)
+    if method == "rrf":
+        return learned, start.replace(fusion="rrf", rrf_k=int(learned["k"]), fusion_weights=())
+    weights = tuple(round(float(w), 6) for w in learned["weights"])
+    return learned, start.replace(fusion=method, fusion_norm=norm, fusion_weights=weights)
+
+
+def _fuse(config: RagConfig, ranked: dict[str, dict[str, list]], names: tuple[str, ...]) -> Run:
+    """The fused list of every query, as the pipeline fuses it under `config`."""
+    fusion, weights = make_fusion(config), (list(config.fusion_weights) or None)
+    return {qid: {hit.id: hit.score for hit in fusion.fuse([ranked[name][qid] for name in names], weights)}
+            for qid in ranked[names[0]]}
 
 
 def _fused_start(config: RagConfig, names: tuple[str, ...]) -> RagConfig:
