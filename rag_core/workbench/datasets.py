@@ -10,6 +10,7 @@ is a param and a tag), dataset tables as artifacts (``per_query.csv`` already ho
 from __future__ import annotations
 
 import json
+import time
 from typing import TYPE_CHECKING, Sequence
 
 from rag_core.evaluate.evaluator import golden_fingerprint
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from rag_core.workbench.tracking import Tracker
 
 DATASET_CONTEXT = "evaluation"  # the input's mlflow.data.context tag
+RACE_ATTEMPTS = 3  # log_inputs tries when another run inserted the same dataset at the same moment
 
 
 def golden_table(queries: Sequence[GoldenQuery]) -> "pd.DataFrame":
@@ -51,4 +53,20 @@ def log_golden_input(tracker: "Tracker", run_id: str, queries: Sequence[GoldenQu
         dataset = mlflow.data.from_pandas(golden_table(queries), source=source or name, name=name,
                                           digest=golden_fingerprint(queries))
     entity = Dataset(**dataset.to_dict())
-    tracker.client.log_inputs(run_id, [DatasetInput(entity, [InputTag("mlflow.data.context", DATASET_CONTEXT)])])
+    inputs = [DatasetInput(entity, [InputTag("mlflow.data.context", DATASET_CONTEXT)])]
+    for attempt in range(RACE_ATTEMPTS):
+        try:
+            tracker.client.log_inputs(run_id, inputs)
+            return
+        except Exception as exc:  # MlflowException over REST, SQLAlchemy's IntegrityError on a database URI
+            if attempt + 1 == RACE_ATTEMPTS or not lost_dataset_race(exc):
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+def lost_dataset_race(exc: BaseException) -> bool:
+    """MLflow's SQL store looks the dataset up and inserts it when absent, in one transaction: two runs of
+    one experiment that log the same new dataset at once (sweep workers) can both miss it, and the second
+    insert fails on the dataset's primary key. Its transaction was rolled back; a retry finds the row."""
+    text = str(exc).lower()
+    return "dataset" in text and ("duplicate key" in text or "unique constraint" in text)
