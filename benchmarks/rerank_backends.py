@@ -130,6 +130,13 @@ def spread_head(cross_encoder: Any, pairs: Sequence[tuple[str, str]], logit_std:
 def load_scorer(backend: str, cross_encoder: Any, cache_dir: Path, threads: int, batch_size: int = 16) -> Scorer:
     if backend == "torch":
         return lambda pairs: cross_encoder.predict(pairs, batch_size=batch_size, show_progress_bar=False)
+    if backend == "bf16":  # the backend's computation; its agreement with torch is what this benchmark measures
+        from rag_core.retrieve import bf16
+
+        def predict(pairs: list) -> Any:
+            with bf16.autocast(bf16.model_device(cross_encoder.model)):
+                return cross_encoder.predict(pairs, batch_size=batch_size, show_progress_bar=False)
+        return predict
     onnx = OnnxCrossEncoder.load(cross_encoder, cache_dir, quantize=RERANK_BACKENDS.get(backend).options["quantize"], threads=threads)
     return lambda pairs: onnx.predict(pairs, batch_size=batch_size)
 

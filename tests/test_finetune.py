@@ -187,9 +187,39 @@ def test_settings_are_checked_and_name_the_setting():
     assert TrainSettings.for_kind("reranker").loss == "lce"
     assert TrainSettings.for_kind("embedder", learning_rate=1e-5, epochs=None).learning_rate == 1e-5
     for bad in ({"learning_rate": 0.0}, {"batch_size": 0}, {"warmup": 1.0}, {"epochs": float("nan")},
-                {"device": "tpu"}):
+                {"device": "tpu"}, {"precision": "fp8"}):
         with pytest.raises(ConfigError, match=f"^{next(iter(bad))} "):
             TrainSettings.for_kind("reranker", **bad)
+
+
+@pytest.mark.parametrize("missing, precision, expected", [
+    (None, "auto", ("cpu", "bf16")),  # a CPU with AVX512-BF16 or AMX
+    ("this CPU has none of avx512_bf16, amx_bf16", "auto", ("cpu", "fp32")),
+    (None, "fp32", ("cpu", "fp32")),
+])
+def test_training_precision_is_bf16_only_where_the_cpu_runs_it(monkeypatch, missing, precision, expected):
+    import torch
+
+    from rag_core.finetune.training import device_and_precision
+    from rag_core.retrieve import bf16
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(bf16, "missing_bf16", lambda device: missing)
+    assert device_and_precision("auto", precision) == expected
+
+
+def test_bf16_training_is_refused_where_it_would_be_emulated(monkeypatch):
+    import torch
+
+    from rag_core.finetune.training import device_and_precision
+    from rag_core.retrieve import bf16
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(bf16, "missing_bf16", lambda device: "this CPU has none of avx512_bf16, amx_bf16")
+    with pytest.raises(ConfigError, match="precision bf16: this CPU has none"):
+        device_and_precision("cpu", "bf16")
+    with pytest.raises(ConfigError, match="device cuda: no CUDA device"):
+        device_and_precision("cuda")
 
 
 # --- the training set ------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ from typing import Any
 from rag_core.cli.common import EXIT_OK, config_from_args, emit, store_from_args
 from rag_core.errors import ConfigError
 from rag_core.finetune.losses import LOSSES
-from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, TrainSettings
+from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, TrainSettings
 
 NAME = "finetune"
 HELP = "train a re-ranker or the embedding model on your golden set's queries"
@@ -48,7 +48,9 @@ SETTING_FLAGS = {
     "patience": ("--patience", "validations without a better nDCG@10 before stopping (0 = never stop early)"),
     "validation_depth": ("--validation-depth", "first-stage candidates ranked per validation query"),
     "seed": ("--seed", "seed of the validation split, the negatives, the head and the data order"),
-    "device": ("--device", "auto: a CUDA GPU (bf16 where supported) when present, else the CPU"),
+    "device": ("--device", "auto: a CUDA GPU when present, else the CPU"),
+    "precision": ("--precision", "auto: bf16 where the device runs it natively (GPUs; CPUs with AVX512-BF16 or AMX), "
+                                 "fp16 on GPUs without it, else fp32"),
     "max_steps": ("--max-steps", "stop after this many steps (0 = as many as --epochs take)"),
 }
 
@@ -79,7 +81,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name, (flag, text) in SETTING_FLAGS.items():
         kind_of = type(defaults[name]) if name != "loss" else str
         options: dict[str, Any] = {"choices": sorted({loss for kind in KINDS for loss in LOSSES[kind]})} if name == "loss" \
-            else {"choices": DEVICES} if name == "device" else {"type": kind_of, "metavar": "X" if kind_of is float else "N"}
+            else {"choices": DEVICES} if name == "device" else {"choices": PRECISIONS} if name == "precision" else {"type": kind_of, "metavar": "X" if kind_of is float else "N"}
         shown = {kind: KIND_DEFAULTS[kind].get(name, defaults[name]) for kind in KINDS}
         default = shown["reranker"] if shown["reranker"] == shown["embedder"] else \
             "; ".join(f"{kind} {value}" for kind, value in shown.items())

@@ -42,7 +42,7 @@ def train_embedder(data: TrainingSet, base_model: str, out_dir: str | Path, sett
     spec = loss_spec("embedder", settings.loss)
     found = groups(data.train, data.passages, settings.negatives, settings.seed, settings.negatives_skip)
     out_dir = Path(out_dir)
-    device, precision = device_and_precision(settings.device)
+    device, precision = device_and_precision(settings.device, settings.precision)
     model = load_base_embedder(base_model, settings, device)
     validation = EmbedValidation(data.validation, data.passages, settings.validation_depth)
     arguments = training_arguments(SentenceTransformerTrainingArguments, settings, out_dir, precision, device,

@@ -53,7 +53,7 @@ def train_reranker(data: TrainingSet, base_model: str, out_dir: str | Path, sett
         raise ConfigError(f"loss {settings.loss} needs at least one hard negative per query; some training queries "
                           f"have none among their {data.depth} candidates (raise the negatives' depth)")
     out_dir = Path(out_dir)
-    device, precision = device_and_precision(settings.device)
+    device, precision = device_and_precision(settings.device, settings.precision)
     model = load_base_cross_encoder(base_model, settings, device)
     validation = RerankValidation(data.validation, data.passages, settings.validation_depth)
     head_rate = {HEAD_PARAMETERS: settings.head_learning_rate} if settings.head_learning_rate else {}

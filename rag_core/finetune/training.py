@@ -7,8 +7,10 @@
   order), with ``resume.json`` holding the settings and the training data's fingerprint: a stopped
   training resumes with ``resume=True`` only when both are unchanged; a directory with another
   training's checkpoints is refused. The checkpoints are removed once the model is saved.
-- The device: a CUDA GPU when there is one (``device auto``), in bf16 where it supports it (fp16
-  otherwise); the CPU in fp32.
+- The device: a CUDA GPU when there is one (``device auto``), else the CPU; the precision
+  (``precision auto``): bf16 where the device runs it natively (a GPU that supports it, a CPU with
+  AVX512-BF16 or AMX: on 2 such cores a MiniLM cross-encoder trains about 1.3x faster than in
+  fp32), fp16 on other GPUs, fp32 elsewhere.
 - A progress bar over the steps, with the last training loss and validation nDCG@10.
 
 Shapes: ``TrainingResult`` (curve: ``CurvePoint`` per validation, losses: (step, loss) per log).
@@ -77,15 +79,26 @@ class TrainingResult:
                 "losses": [list(item) for item in self.losses], **self.extra}
 
 
-def device_and_precision(device: str) -> tuple[str, str]:
-    """("cuda", "bf16"|"fp16") on a GPU, ("cpu", "fp32") otherwise; `device` is auto, cpu or cuda."""
+def device_and_precision(device: str, precision: str = "auto") -> tuple[str, str]:
+    """The device ("cpu" | "cuda") and precision ("fp32" | "bf16" | "fp16") to train in. `device` is
+    auto, cpu or cuda; `precision` auto (bf16 where the device runs it natively: a GPU that supports
+    it, a CPU with AVX512-BF16 or AMX; fp16 on other GPUs; fp32 elsewhere), fp32 or bf16 (refused
+    where it would be emulated, which is slower than fp32)."""
     import torch
 
-    if device == "cpu" or (device == "auto" and not torch.cuda.is_available()):
-        return "cpu", "fp32"
-    if not torch.cuda.is_available():
+    from rag_core.retrieve.bf16 import missing_bf16
+
+    if device == "cuda" and not torch.cuda.is_available():
         raise ConfigError("device cuda: no CUDA device is available (use --device auto or cpu)")
-    return "cuda", "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+    used = "cpu" if device == "cpu" or not torch.cuda.is_available() else "cuda"
+    missing = missing_bf16(used)
+    if precision == "bf16" and missing:
+        raise ConfigError(f"precision bf16: {missing} (use --precision auto or fp32)")
+    if precision != "auto":
+        return used, precision
+    if missing is None:
+        return used, "bf16"
+    return used, "fp16" if used == "cuda" else "fp32"
 
 
 def checkpoint_to_resume(out_dir: Path, settings: TrainSettings, data_fingerprint: str, resume: bool) -> Path | None:
