@@ -78,10 +78,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--negatives-depth", type=int, default=30, metavar="N",
                         help="first-stage candidates per query that negatives are drawn from [30]")
     defaults = {field.name: field.default for field in fields(TrainSettings)}
+    choices = {"loss": sorted({loss for kind in KINDS for loss in LOSSES[kind]}), "device": DEVICES,
+               "precision": PRECISIONS}
     for name, (flag, text) in SETTING_FLAGS.items():
-        kind_of = type(defaults[name]) if name != "loss" else str
-        options: dict[str, Any] = {"choices": sorted({loss for kind in KINDS for loss in LOSSES[kind]})} if name == "loss" \
-            else {"choices": DEVICES} if name == "device" else {"choices": PRECISIONS} if name == "precision" else {"type": kind_of, "metavar": "X" if kind_of is float else "N"}
+        kind_of = type(defaults[name])
+        options: dict[str, Any] = {"choices": choices[name]} if name in choices else \
+            {"type": kind_of, "metavar": "X" if kind_of is float else "N"}
         shown = {kind: KIND_DEFAULTS[kind].get(name, defaults[name]) for kind in KINDS}
         default = shown["reranker"] if shown["reranker"] == shown["embedder"] else \
             "; ".join(f"{kind} {value}" for kind, value in shown.items())
