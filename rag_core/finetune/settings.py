@@ -23,10 +23,13 @@ NEGATIVE_SOURCES = ("bm25", "dense", "hybrid")  # retrieval modes that hard nega
 # kind -> the settings that differ from TrainSettings' defaults: the recipes measured on SciFact (README,
 # Fine-tuning). A cross-encoder grown from a bi-encoder's body needs a high rate: at 5e-5 its validation
 # nDCG@10 rose from 0.23 to 0.39 in 100 steps of 4 groups, at 2e-4 to 0.52 (4e-4 was slower again).
+# The embedder (485 claims, 17 steps an epoch): at 3e-5 its validation nDCG@10 still rose after one
+# epoch (0.669 -> 0.685 at step 16, best 0.697 at step 32) and the held-out claims gained +0.058.
 KIND_DEFAULTS: dict[str, dict[str, Any]] = {
     "reranker": {"loss": "lce", "learning_rate": 2e-4, "head_learning_rate": 1e-3, "batch_size": 4,
                  "negatives": 7},
-    "embedder": {"loss": "mnrl", "learning_rate": 2e-5, "batch_size": 32, "negatives": 1},
+    "embedder": {"loss": "mnrl", "learning_rate": 3e-5, "epochs": 3.0, "eval_steps": 8, "batch_size": 32,
+                 "negatives": 1},
 }
 
 
