@@ -8,14 +8,16 @@ store and tracking store under ``benchmarks/results/sweep-run/``:
 2. warm grid: the same grid again with ``--rerun`` semantics (every point executed under a new parent
    run; embeddings, cross-encoder scores and indexes cached);
 3. one ``rag-pipeline eval`` process for a single point of the grid (its last point), with the same
-   warm store: what a user pays to evaluate one configuration.
-Targets (issue 7): warm grid <= 6x the single eval process; per-point overhead (kernel, notebook,
-MLflow: everything but retrieval and metrics) <= 2 s once a worker is warm.
+   warm store: what a user pays to evaluate one configuration; the median of ``--eval-repeats`` runs
+   (one run swung from 6.5 to 11.9 s between sessions, and the ratio with it).
+Targets: warm grid <= 3x the single eval process (issue 21; issue 7's was 6x); per-point overhead
+(kernel, notebook, MLflow: everything but retrieval and metrics) <= 2 s once a worker is warm.
 
 Offline no cross-encoder can be loaded, so re-ranked points are not run; ``--rerank-model
 random-head:packaged:minilm`` runs them with the stand-in, which measures their cost only (its scores
 mean nothing: never read quality from that run).
-Usage: python benchmarks/sweep.py [--sweep experiments/grid.yaml] [--workers 1] [--rerank-model NAME]
+Usage: python benchmarks/sweep.py [--sweep experiments/grid.yaml] [--workers 1] [--eval-repeats 3]
+[--rerank-model NAME]
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from rag_core.paths import EXPERIMENTS_DIR  # noqa: E402
 from rag_core.workbench import load_sweep, run_sweep  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
-MAX_RATIO, MAX_POINT_OVERHEAD_S = 6.0, 2.0
+MAX_RATIO, MAX_POINT_OVERHEAD_S = 3.0, 2.0
 
 
 def point_times(metrics: dict[str, float]) -> dict[str, float]:
@@ -89,6 +91,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", default=str(EXPERIMENTS_DIR / "grid.yaml"), help="sweep file [experiments/grid.yaml]")
     parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--eval-repeats", type=int, default=3, help="single eval processes timed (median) [3]")
     parser.add_argument("--rerank-model", default=None, help="cross-encoder for the re-ranked points [configured]")
     args = parser.parse_args()
     if args.rerank_model:
@@ -105,12 +108,14 @@ def main() -> int:
     print("== warm grid (same store, every point run again)", flush=True)
     warm = run_grid(spec, store, uri, args.workers, rerun=True)
     print("== one rag-pipeline eval process (last point of the grid, warm store)", flush=True)
-    single = single_eval_seconds(spec, store, uri)
+    singles = [single_eval_seconds(spec, store, uri) for _ in range(args.eval_repeats)]
+    single = statistics.median(singles)
     ratio = warm["wall_seconds"] / single
     summary = {
         "sweep": Path(args.sweep).name, "workers": args.workers, "cpu_count": os.cpu_count(),
         "rerank_model": os.environ.get("RAG_RERANK_MODEL", "configured default"),
         "cold": cold, "warm": warm, "single_eval_process_seconds": round(single, 1),
+        "single_eval_process_runs": [round(seconds, 1) for seconds in singles],
         "warm_grid_over_single_eval": round(ratio, 2), "target_ratio": MAX_RATIO,
         "target_overhead_per_point_s": MAX_POINT_OVERHEAD_S,
     }
@@ -119,7 +124,8 @@ def main() -> int:
     print(f"\n{'':<{width}}  {'cold':>10}  {'warm':>10}")
     for name, cold_value, warm_value in rows:
         print(f"{name:<{width}}  {cold_value:>10}  {warm_value:>10}")
-    print(f"\none rag-pipeline eval process: {single:.1f} s; warm grid / single eval = {ratio:.2f} "
+    print(f"\none rag-pipeline eval process: {single:.1f} s (median of {len(singles)}); "
+          f"warm grid / single eval = {ratio:.2f} "
           f"(target <= {MAX_RATIO}); per-point overhead once warm {warm['overhead_per_point_after_first']} s "
           f"(target <= {MAX_POINT_OVERHEAD_S})")
     write_results(summary, RESULTS / "sweep.json")
