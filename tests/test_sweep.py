@@ -154,6 +154,44 @@ def test_a_point_whose_kernel_dies_fails_and_the_next_point_gets_a_new_kernel(ti
     assert MlflowClient(tracking_uri).get_run(by_k[2].run_id).info.status == "FAILED"
 
 
+def test_a_kernel_started_ahead_has_imported_what_points_import_and_runs_in_its_folder(tmp_path):
+    import subprocess
+    import sys
+
+    from rag_core.workbench.evaluation import PRELOAD
+    from rag_core.workbench.kernels import WarmKernel
+
+    probe = "import os, sys\nfrom rag_core.workbench.evaluation import PRELOAD\n" \
+            "print([module for module in PRELOAD if module not in sys.modules], os.getcwd())"
+    # without the warm-up, importing the notebook's module leaves them to be imported by the first run
+    plain = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert plain.startswith("[") and "mlflow.tracking" in plain
+    notebook = tmp_path / "probe.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(probe)]), notebook)
+    kernel = WarmKernel()
+    kernel.start(tmp_path)
+    try:
+        kernel.execute(notebook, tmp_path / "out.ipynb", {}, cwd=tmp_path)
+    finally:
+        kernel.shutdown()
+    [cell] = nbformat.read(tmp_path / "out.ipynb", as_version=4).cells
+    assert cell.outputs[0]["text"].strip() == f"[] {tmp_path}" and PRELOAD
+    assert kernel.started == 1  # the kernel started ahead ran the notebook: no second one
+
+
+def test_a_sweep_whose_set_up_fails_leaves_no_kernel_running(tmp_path, tracking_uri):  # noqa: F811
+    import psutil
+
+    (tmp_path / "empty").mkdir()
+    spec = load_sweep(_write_sweep(tmp_path, name="empty", input=str(tmp_path / "empty"),
+                                   golden=str(tmp_path / "none.jsonl"), grid={"k": [1, 2]}))
+    with pytest.raises(Exception, match="no documents could be read"):  # after the kernel was started
+        run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)
+    kernels = [child for child in psutil.Process().children(recursive=True)
+               if any("ipykernel" in part for part in child.cmdline())]
+    assert kernels == []
+
+
 def test_points_whose_cross_encoder_cannot_load_are_not_run_and_said_so(tiny_corpus, tmp_path, tracking_uri,  # noqa: F811
                                                                        monkeypatch):
     missing = str(tmp_path / "no-such-cross-encoder")

@@ -36,6 +36,10 @@ from rag_core.workbench.datasets import log_golden_input
 from rag_core.workbench.tracking import Tracker, TrackingTarget, log_evaluation, tracking_errors
 
 RESULT_MIME = "application/json"  # how the notebook's last cell records its result for papermill readers
+# What evaluating and logging a run imports on first use, not at this module's import (MLflow alone is
+# ~3 s on 2 cores): ``preload`` imports it ahead, in a sweep's kernel while the kernel waits for work.
+PRELOAD = ("mlflow.tracking", "mlflow.entities", "mlflow.tracing.client", "pandas", "matplotlib.figure",
+           "rag_core.workbench.plots", "rag_core.workbench.traces")
 
 
 @dataclass(frozen=True)
@@ -158,6 +162,19 @@ def evaluate_and_log(
         tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
                                      if name in timing})
     return EvalRun(report, target.experiment, run_id, tracker.uri, timing)
+
+
+def preload() -> None:
+    """Import ``PRELOAD`` now; the first run then finds it imported (``rag_core.workbench.kernels`` runs
+    this as a kernel starts). Nothing here changes a result; a module that fails to import is left to
+    fail, with its own message, where it is used."""
+    import importlib
+
+    for module in PRELOAD:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - reported where it is needed, not in a kernel's start-up
+            pass
 
 
 def run_name_for(config: RagConfig) -> str:

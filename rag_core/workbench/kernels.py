@@ -5,6 +5,10 @@ code costs seconds; a sweep point's own work is often less. ``WarmKernel`` keeps
 worker and hands it to papermill (through the ``rag-warm`` engine: papermill's nbclient engine, given
 an existing kernel manager, which it then leaves running), so those costs are paid once per worker.
 
+A kernel imports what every point imports (``rag_core.workbench.evaluation.preload``) as it starts,
+before it reports ready; ``WarmKernel.start`` starts it ahead of the first notebook, so that with one
+worker this overlaps the sweep's own set-up (MLflow, the inputs, the parent run, the index builds).
+
 Points stay independent: the evaluation notebook's parameters cell sets every setting and input, and
 what a kernel keeps between points (loaded models, compiled code, retrieval candidates keyed by their
 settings) changes no result. A kernel that dies is replaced before the next notebook.
@@ -24,8 +28,10 @@ from papermill.engines import NBClientEngine, papermill_engines
 
 ENGINE_NAME = "rag-warm"
 KERNEL_NAME = "python3"
-# the local kernel's "running over TCP without encryption" warning, once per kernel
-KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR"]
+WARM_UP = "from rag_core.workbench.evaluation import preload; preload()"  # IPython's exec_lines: run at start
+# log level: the local kernel's "running over TCP without encryption" warning, once per kernel
+KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", f"--IPKernelApp.exec_lines={WARM_UP}"]
+HISTORY = "--HistoryManager.hist_file=:memory:"  # what nbclient adds when it starts a kernel itself
 log = logging.getLogger("papermill")
 
 
@@ -92,6 +98,20 @@ class WarmKernel:
         papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), progress_bar=False,
                                    kernel_name=KERNEL_NAME, engine_name=ENGINE_NAME, km=self._manager,
                                    kernel_cwd=str(cwd))
+
+    def start(self, cwd: Path) -> None:
+        """Start the kernel now, in `cwd` (where ``execute`` will run notebooks), instead of at the first
+        notebook: it imports ``WARM_UP`` while the caller goes on, and the first notebook finds it ready.
+        A kernel that cannot start here is started again by the first notebook, which reports why."""
+        from jupyter_core.utils import run_sync
+
+        self._replace()
+        try:
+            run_sync(self._manager.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, HISTORY], cwd=str(cwd))
+        except Exception:  # noqa: BLE001 - the first notebook starts it again and fails with the reason
+            log.debug("early kernel start failed", exc_info=True)
+            self.shutdown()
+            self.started -= 1  # it never ran
 
     def alive(self) -> bool:
         from jupyter_core.utils import run_sync

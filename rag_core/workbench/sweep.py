@@ -44,6 +44,7 @@ from typing import Callable, Iterator
 
 from rag_core.config import ConfigError
 from rag_core.evaluate.evaluator import golden_fingerprint
+from rag_core.paths import NOTEBOOKS_DIR
 from rag_core.workbench.cost import record_runs
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker, tracking_errors
@@ -76,7 +77,21 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
         return run_search(spec, store_dir, workers=workers, output_dir=output_dir, tracking_uri=tracking_uri, echo=echo,
                           notebook=notebook, rerun=rerun, executor=executor, ray_address=ray_address)
     started = time.perf_counter()
-    store_dir = Path(store_dir).resolve()
+    first_kernel = WarmKernel() if executor == "local" and workers == 1 else None
+    if first_kernel is not None:
+        first_kernel.start(NOTEBOOKS_DIR)  # it starts and imports while this process sets the sweep up
+    try:
+        return _run_grid(spec, Path(store_dir).resolve(), workers, output_dir, tracking_uri, echo, notebook, rerun,
+                         executor, ray_address, started, first_kernel)
+    finally:
+        if first_kernel is not None:  # normally shut down with the others; not when the set-up failed
+            first_kernel.shutdown()
+
+
+def _run_grid(spec: SweepSpec, store_dir: Path, workers: int, output_dir: str | Path | None, tracking_uri: str | None,
+              echo: Callable[[str], None], notebook: Path, rerun: bool, executor: str, ray_address: str | None,
+              started: float, first_kernel: WarmKernel | None) -> SweepResult:
+    """``run_sweep`` for a grid; `first_kernel`, already started, is the (single) worker's kernel."""
     tracker = Tracker.at(tracking_uri)
     if executor == "ray":  # joined first: an unreachable cluster leaves no parent run behind
         from rag_core.workbench import ray_executor
@@ -139,7 +154,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
             outcome = remote.run(local.actor, point, point_hashes[point.number])
         else:
             if not hasattr(local, "kernel"):
-                local.kernel = WarmKernel()
+                local.kernel = first_kernel or WarmKernel()
                 with lock:
                     all_kernels.append(local.kernel)
             outcome = run_point(point, point_hashes[point.number], job, local.kernel, running)

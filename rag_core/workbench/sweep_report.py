@@ -128,17 +128,21 @@ def with_selection(table: "pd.DataFrame", selection: Selection, roles: Mapping[s
 def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSpec, plan: SplitWithDefaultConfig | None,
                 outcomes: Sequence["PointOutcome"], metrics: Sequence[str]) -> tuple["pd.DataFrame", WinnerReport | None]:
     """The sweep's comparison table; with a holdout, log the per-part metrics and the report first."""
+    import pandas as pd
+
     runs = load_runs(experiment, parent_run_id=parent_id, tracking_uri=tracker.uri, statuses=None)
     finished = runs[runs["status"] == "FINISHED"]["run_id"] if not runs.empty else []
     per_query = load_per_query(finished, tracker.uri)
     holdout = None
     if plan is not None:
         log_split(tracker, parent_id, plan.split)
-        for run_id, table in per_query.items():
-            values = part_metrics(table, plan.split)
+        parts = {run_id: part_metrics(table, plan.split) for run_id, table in per_query.items()}
+        for run_id, values in parts.items():
             tracker.log(run_id, metrics=values)
-            for name, value in values.items():
-                runs.loc[runs["run_id"] == run_id, name] = value
+        by_run = pd.DataFrame.from_dict(parts, orient="index")
+        scored = runs["run_id"].isin(by_run.index)
+        for name in by_run.columns:  # a column at a time: cell by cell cost 0.6 s for 12 runs
+            runs.loc[scored, name] = runs.loc[scored, "run_id"].map(by_run[name])
         holdout = SplitWithDefaultRun(plan.split, *_default_run(plan, outcomes))
     metrics = [*metrics, *retriever_columns(runs.columns, spec.primary_metric)]
     table, report = compare_sweep(runs, per_query, spec.primary_metric, spec.axes, metrics, holdout, spec.select)
