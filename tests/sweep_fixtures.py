@@ -147,3 +147,17 @@ def smoke_sweep(tmp_path_factory) -> SmokeSweep:
                 os.environ["MLFLOW_TRACKING_URI"] = previous
         _SMOKE["smoke"] = SmokeSweep(result, spec, folder / "store", tracking_dir, uri, folder / "notebooks")
     return _SMOKE["smoke"]
+
+
+def kernel_pids() -> set[int]:
+    """This process's Jupyter kernels (children at any depth, so also those of servers other tests run)."""
+    import psutil
+
+    found = set()
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if any("ipykernel" in part for part in child.cmdline()):
+                found.add(child.pid)
+        except psutil.Error:  # gone meanwhile
+            pass
+    return found

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from conftest import run_cli
 from mlflow.tracking import MlflowClient
-from sweep_fixtures import evaluation_notebook_with, tracking_uri  # noqa: F401
+from sweep_fixtures import evaluation_notebook_with, kernel_pids, tracking_uri  # noqa: F401
 
 from rag_core.paths import NOTEBOOKS_DIR, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
 from rag_core.workbench.search import (FEASIBLE, RECORD_ATTR, SearchDriver, TrialScore, open_study, query_order)
@@ -275,7 +275,9 @@ def test_halving_with_a_holdout_scores_the_winner_on_queries_no_trial_saw(tmp_pa
 
     path = write_search(tmp_path, strategy="halving", budget=2.5, holdout=0.3, max_queries=10,
                         halving={"eta": 2, "min_queries": 2})
+    kernels_before = kernel_pids()
     result = run_sweep(load_sweep(path), tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)
+    assert kernel_pids() - kernels_before == set()  # the final runs' kernel too is shut down
     history, report = result.search, result.holdout
     held_out = set(report.split.held_out)
     assert history.rungs == (2, 4, 7) and len(held_out) == 3

@@ -12,8 +12,8 @@ import pytest
 import yaml
 from conftest import run_cli
 from mlflow.tracking import MlflowClient
-from sweep_fixtures import (embeddings_in_cache, evaluation_notebook_with, quality_metrics, smoke_sweep,  # noqa: F401
-                            tiny_corpus, tracking_uri)
+from sweep_fixtures import (embeddings_in_cache, evaluation_notebook_with, kernel_pids, quality_metrics,  # noqa: F401
+                            smoke_sweep, tiny_corpus, tracking_uri)
 
 from rag_core.config import ConfigError
 from rag_core.workbench import load_sweep, read_recorded_result, run_sweep
@@ -180,16 +180,13 @@ def test_a_kernel_started_ahead_has_imported_what_points_import_and_runs_in_its_
 
 
 def test_a_sweep_whose_set_up_fails_leaves_no_kernel_running(tmp_path, tracking_uri):  # noqa: F811
-    import psutil
-
     (tmp_path / "empty").mkdir()
     spec = load_sweep(_write_sweep(tmp_path, name="empty", input=str(tmp_path / "empty"),
                                    golden=str(tmp_path / "none.jsonl"), grid={"k": [1, 2]}))
+    before = kernel_pids()
     with pytest.raises(Exception, match="no documents could be read"):  # after the kernel was started
         run_sweep(spec, tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)
-    kernels = [child for child in psutil.Process().children(recursive=True)
-               if any("ipykernel" in part for part in child.cmdline())]
-    assert kernels == []
+    assert kernel_pids() - before == set()
 
 
 def test_points_whose_cross_encoder_cannot_load_are_not_run_and_said_so(tiny_corpus, tmp_path, tracking_uri,  # noqa: F811

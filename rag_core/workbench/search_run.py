@@ -233,14 +233,14 @@ def run_search(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outp
          f"experiment {experiment!r}")
     try:
         history = driver.run()
+        echo(f"Search stopped: {history.stopped}")
+        final = _final_runs(spec, history, plan, trials, echo)  # in the same kernels, shut down only after
     except KeyboardInterrupt:
         trials.kill_running()
         tracker.finish(parent_id, "KILLED")
         raise
     finally:
         kernels_started = trials.shutdown()
-    echo(f"Search stopped: {history.stopped}")
-    final = _final_runs(spec, history, plan, trials, echo)
     points = [outcome.point for outcome in trials.outcomes]
     work = log_parent_summary(tracker, experiment, parent_id, points, [], 0, trials.prebuild, kernels_started,
                               time.perf_counter() - started)
