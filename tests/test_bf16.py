@@ -88,6 +88,24 @@ def test_bf16_is_refused_when_the_sample_disagrees(monkeypatch, capsys):
 
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
+def test_a_model_is_checked_once_per_process_and_judged_at_each_use(monkeypatch, capsys):
+    import weakref
+
+    from rag_core.retrieve.embedding.embedder import Bf16Encoder
+
+    monkeypatch.setattr(bf16, "_CHECKED", weakref.WeakKeyDictionary())  # nothing checked yet
+    calls = []
+    real_check = Bf16Encoder.check
+    monkeypatch.setattr(Bf16Encoder, "check", lambda self: calls.append(self) or real_check(self))
+    encoders = [Embedder(MODEL, backend="bf16").encoder for _ in range(3)]
+    assert all(encoder.active for encoder in encoders) and len(calls) == 1
+    assert encoders[2].agreement == encoders[0].agreement
+    monkeypatch.setattr(bf16, "MIN_COSINE", 1.01)  # the same figures fail a stricter threshold
+    assert not Embedder(MODEL, backend="bf16").encoder.active and len(calls) == 1
+    assert "disagrees with fp32" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
 def test_each_backend_has_its_own_cache_key():
     names = {backend: Embedder(MODEL, backend=backend).cache_name for backend in ("torch", "bf16", "onnx", "onnx-int8")}
     assert len(set(names.values())) == 4 and names["bf16"] == f"{names['torch']} [bf16]"

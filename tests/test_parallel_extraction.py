@@ -47,6 +47,26 @@ def test_the_pool_is_used_only_for_enough_pdfs(monkeypatch):
     assert extraction_workers(pdfs[:2], workers=3) == 3 and extraction_workers(pdfs, workers=0) == 1
 
 
+def test_pdfs_whose_extraction_is_cached_are_read_without_a_pool(monkeypatch, tmp_path: Path):
+    """A second read of the same PDFs (a sweep, an eval after an ingest) costs a hash and a JSON file
+    each: starting a pool for that cost more than it saved (3.7 s for the sample corpus, 8 PDFs)."""
+    monkeypatch.setattr(files.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    for index, pdf in enumerate(sorted(SAMPLE_DOCUMENTS_DIR.rglob("*.pdf"))[:4]):
+        for copy in range(2):  # 8 PDFs, 4 distinct contents
+            shutil.copy(pdf, folder / f"{index}-{copy}.pdf")
+    pools = []
+    real_read_all = files._read_all
+    monkeypatch.setattr(files, "_read_all", lambda read, items, workers: pools.append(workers) or real_read_all(read, items, workers))
+    first = read_documents(folder, cache_dir=tmp_path / "extracted")
+    second = read_documents(folder, cache_dir=tmp_path / "extracted")
+    (tmp_path / "extracted" / f"{first.documents[0].content_hash}-text-v1.json").unlink()
+    third = read_documents(folder, cache_dir=tmp_path / "extracted")  # 2 files to extract again: too few
+    assert pools == [2, 1, 1]
+    assert first.documents == second.documents == third.documents
+
+
 def _dies_in_a_worker(path: Path, doc_id: str, parent: int) -> str:
     """A reader whose worker process dies (as one killed by the kernel) on the file named "03"."""
     if path.name == "03" and os.getpid() != parent:

@@ -30,12 +30,17 @@ class ExtractionError(BadInput, ValueError):
     """A document must be extracted again and its file is gone or changed (exit code 2)."""
 
 
+def cache_path(cache_dir: Path, content_hash: str, tables: bool) -> Path:
+    """Where the extraction of the file with `content_hash` under these settings is kept."""
+    return Path(cache_dir) / f"{content_hash}-{'tables' if tables else 'text'}-v{EXTRACTION_VERSION}.json"
+
+
 def cached_extraction(cache_dir: Path | None, content_hash: str, tables: bool,
                       extract: Callable[[], ExtractedPdf]) -> ExtractedPdf:
     """What `extract` gives, kept in `cache_dir` per file hash and settings (no cache: extract)."""
     if cache_dir is None:
         return extract()
-    path = Path(cache_dir) / f"{content_hash}-{'tables' if tables else 'text'}-v{EXTRACTION_VERSION}.json"
+    path = cache_path(cache_dir, content_hash, tables)
     if path.exists():
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

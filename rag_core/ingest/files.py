@@ -15,10 +15,10 @@ PDFs also give a title and headings, and with ``extract_tables`` their tables as
 (``rag_core.ingest.pdf_extract``); what a PDF gave is cached per file hash and settings when a
 ``cache_dir`` is given, so a sweep or a second eval extracts once. A ``metadata.jsonl`` in the input
 root (``rag_core.ingest.metadata``) gives documents metadata and is not itself a document.
-Files are read in parallel by a process pool when there are enough PDFs to pay for it
-(``extraction_workers``: ``PARALLEL_MIN_PDFS`` or more, at most one worker per usable core and per
-``PDFS_PER_WORKER`` PDFs; ``workers=1`` reads in this process); the documents and skipped files come
-back in the same order, with the same content, as a sequential read.
+Files are read in parallel by a process pool when there are enough PDFs to extract to pay for it
+(``extraction_workers``: ``PARALLEL_MIN_PDFS`` or more whose extraction is not cached yet, at most one
+worker per usable core and per ``PDFS_PER_WORKER`` PDFs; ``workers=1`` reads in this process); the
+documents and skipped files come back in the same order, with the same content, as a sequential read.
 Left out: OCR of scanned pages and layout (text is extracted in reading order, ligatures
 expanded and line-end hyphenation joined by PyMuPDF).
 """
@@ -41,7 +41,7 @@ from typing import Iterable, Iterator, Sequence
 
 from rag_core.doc_ids import printable_doc_id
 from rag_core.errors import IngestError
-from rag_core.ingest.extraction import cached_extraction
+from rag_core.ingest.extraction import cache_path, cached_extraction
 from rag_core.ingest.metadata import SIDECAR, attach_metadata, read_sidecar
 from rag_core.ingest.pdf_extract import read_pdf, readable_name
 from rag_core.progress import progress as progress_bar
@@ -93,8 +93,11 @@ def read_documents(root: str | Path, files: Iterable[Path] | None = None, progre
     sidecar = read_sidecar(base / SIDECAR) if root.is_dir() else {}
     documents, skipped = [], []
     doc_ids = [printable_doc_id(path.relative_to(base).as_posix()) for path in paths]
-    read = partial(_read_one, base=base if root.is_dir() else None, extract_tables=extract_tables, cache_dir=cache_dir)
-    results = _read_all(read, list(zip(paths, doc_ids)), extraction_workers(paths, workers))
+    inside = base if root.is_dir() else None  # the folder links must stay in
+    read = partial(_read_one, base=inside, extract_tables=extract_tables, cache_dir=cache_dir)
+    to_extract = paths if cache_dir is None or workers is not None else [
+        path for path in paths if not _extraction_cached(path, inside, cache_dir, extract_tables)]
+    results = _read_all(read, list(zip(paths, doc_ids)), extraction_workers(to_extract, workers))
     for doc_id, outcome in zip(doc_ids, progress_bar(results, progress and len(paths) > 1, "Reading documents",
                                                       unit="file", total=len(paths))):
         if isinstance(outcome, Document):
@@ -116,6 +119,20 @@ def extraction_workers(paths: Sequence[Path], workers: int | None = None) -> int
     pdfs = sum(path.suffix.lower() in PDF_SUFFIXES for path in paths)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     return 1 if pdfs < PARALLEL_MIN_PDFS else max(1, min(cores, pdfs // PDFS_PER_WORKER))
+
+
+def _extraction_cached(path: Path, base: Path | None, cache_dir: Path, tables: bool) -> bool:
+    """Whether `path` is a PDF whose extraction `cache_dir` holds already (reading it then costs a hash
+    and a JSON file, too little for a process pool); False for anything the reader must look at."""
+    if path.suffix.lower() not in PDF_SUFFIXES:
+        return True  # not extracted at all (text) or refused (unsupported): cheap either way
+    try:
+        if base is not None:
+            _check_inside(path, base)
+        data = _read_regular_file(path)
+    except IngestError:
+        return True  # refused by the reader, cheaply
+    return cache_path(cache_dir, hashlib.sha256(data).hexdigest(), tables).exists()
 
 
 def _read_all(read: "partial[Document | str]", items: list[tuple[Path, str]], workers: int) -> Iterator[Document | str]:

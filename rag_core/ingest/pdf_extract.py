@@ -74,27 +74,28 @@ def extract_pdf(pdf, name: str, tables: bool = False) -> ExtractedPdf:
         if page_number >= 1 and title.strip():
             outline.setdefault(page_number, []).append(_SPACES.sub(" ", title).strip())
     for number, page in enumerate(pdf, start=1):
+        textpage = page.get_textpage(flags=flags)  # laid out once for the text, the blocks and the fonts
         if tables:
-            text, found = _page_with_tables(page, flags)
+            text, found = _page_with_tables(page, textpage)
             n_tables += found
         else:
-            text = page.get_text("text", flags=flags).strip()
+            text = page.get_text("text", textpage=textpage).strip()
         pages.append(text)
-        candidates = _font_headings(page, flags) + outline.get(number, [])
+        candidates = _font_headings(page, textpage) + outline.get(number, [])
         headings += [(number, offset, heading) for offset, heading in _locate(text, candidates)]
     meta_title = _SPACES.sub(" ", (pdf.metadata or {}).get("title") or "").strip()
     return ExtractedPdf(tuple(pages), meta_title or readable_name(name), tuple(headings), n_tables)
 
 
-def _page_with_tables(page, flags: int) -> tuple[str, int]:
+def _page_with_tables(page, textpage) -> tuple[str, int]:
     """The page's text with each table as Markdown rows in place of its text blocks."""
     found = [table for table in page.find_tables().tables if table.row_count >= 2 and table.col_count >= 2]
     if not found:
-        return page.get_text("text", flags=flags).strip(), 0
+        return page.get_text("text", textpage=textpage).strip(), 0
     rects = [tuple(table.bbox) for table in found]
     parts: list[str] = []
     placed: set[int] = set()
-    for block in page.get_text("blocks", flags=flags):
+    for block in page.get_text("blocks", textpage=textpage):
         x0, y0, x1, y1, text = block[:5]
         cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
         inside = next((i for i, (a, b, c, d) in enumerate(rects) if a <= cx <= c and b <= cy <= d), None)
@@ -125,11 +126,11 @@ def _cell(value) -> str:
     return _SPACES.sub(" ", text).strip().replace("|", "/")
 
 
-def _font_headings(page, flags: int) -> list[str]:
+def _font_headings(page, textpage) -> list[str]:
     """Lines in a larger font than the page's body text, or short lines all in bold."""
     lines: list[tuple[str, float, bool]] = []
     sizes: dict[float, int] = {}
-    for block in page.get_text("dict", flags=flags)["blocks"]:
+    for block in page.get_text("dict", textpage=textpage)["blocks"]:
         for line in block.get("lines", ()):
             spans = [span for span in line["spans"] if span["text"].strip()]
             if not spans:

@@ -69,7 +69,7 @@ class BM25sBackend:
 
     @classmethod
     def build(cls, corpus_tokens: list[list[str]], k1: float, b: float) -> "BM25sBackend":
-        bm25s = _import_bm25s()
+        bm25s = import_bm25s()
         model = bm25s.BM25(k1=k1, b=b, method="lucene", backend="numpy")
         # No "" token: empty queries never reach the backend (see BM25Index.retrieve).
         model.index(corpus_tokens, create_empty_token=False, show_progress=False)
@@ -88,7 +88,7 @@ class BM25sBackend:
 
     @classmethod
     def load(cls, directory: Path) -> "BM25sBackend":
-        return cls(_import_bm25s().BM25.load(directory / cls.subdir, mmap=False, show_progress=False))
+        return cls(import_bm25s().BM25.load(directory / cls.subdir, mmap=False, show_progress=False))
 
 
 class RankBM25Backend:
@@ -254,7 +254,7 @@ def _top_positive(scores: np.ndarray, k: int) -> np.ndarray:
     return positive[order][:k]
 
 
-def _import_bm25s() -> Any:
+def import_bm25s() -> Any:
     try:
         import bm25s
     except ImportError:

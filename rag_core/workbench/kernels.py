@@ -8,6 +8,8 @@ an existing kernel manager, which it then leaves running), so those costs are pa
 A kernel imports what every point imports (``rag_core.workbench.evaluation.preload``) as it starts,
 before it reports ready; ``WarmKernel.start`` starts it ahead of the first notebook, so that with one
 worker this overlaps the sweep's own set-up (MLflow, the inputs, the parent run, the index builds).
+One kernel client (its ZeroMQ channels) also serves every notebook: a new client waits 0.2 s for the
+kernel's output channel to go quiet before it reports ready, a third of a warm point's overhead.
 
 Points stay independent: the evaluation notebook's parameters cell sets every setting and input, and
 what a kernel keeps between points (loaded models, compiled code, retrieval candidates keyed by their
@@ -61,18 +63,19 @@ class WarmKernelEngine(NBClientEngine):
 
     @classmethod
     def execute_managed_notebook(cls, nb_man, kernel_name, km=None, start_timeout=60, execution_timeout=None,
-                                 log_output=False, stdout_file=None, stderr_file=None, kernel_cwd=None, **kwargs):
+                                 log_output=False, stdout_file=None, stderr_file=None, kernel_cwd=None, warm=None, **kwargs):
+        """`warm`: the ``WarmKernel`` whose manager `km` is; it keeps the client between notebooks."""
         client = WarmClient(
             nb_man, km=km, kernel_name=kernel_name, timeout=execution_timeout, startup_timeout=start_timeout,
             resources={"metadata": {"path": kernel_cwd}},  # where nbclient starts the kernel
             log=log, log_output=log_output, stdout_file=stdout_file, stderr_file=stderr_file,
             extra_arguments=KERNEL_ARGUMENTS,
         )
+        client.kc = warm.client  # None the first time: nbclient makes one, which the kernel keeps
         try:
             return client.execute()
         finally:
-            if client.kc is not None:  # the kernel stays; this client's channels do not
-                client.kc.stop_channels()
+            warm.client = client.kc
 
 
 papermill_engines.register(ENGINE_NAME, WarmKernelEngine)
@@ -83,6 +86,7 @@ class WarmKernel:
 
     def __init__(self) -> None:
         self._manager: Any = None  # jupyter_client AsyncKernelManager
+        self.client: Any = None  # its client, made by the first notebook and kept for the next ones
         self.started = 0  # kernels started so far (1 unless one died)
         self.executed = 0  # notebooks executed
 
@@ -97,7 +101,7 @@ class WarmKernel:
         self.executed += 1
         papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), progress_bar=False,
                                    kernel_name=KERNEL_NAME, engine_name=ENGINE_NAME, km=self._manager,
-                                   kernel_cwd=str(cwd))
+                                   kernel_cwd=str(cwd), warm=self)
 
     def start(self, cwd: Path) -> None:
         """Start the kernel now, in `cwd` (where ``execute`` will run notebooks), instead of at the first
@@ -121,6 +125,9 @@ class WarmKernel:
     def shutdown(self) -> None:
         from jupyter_core.utils import run_sync
 
+        if self.client is not None:
+            self.client.stop_channels()
+            self.client = None
         if self._manager is None:
             return
         try:

@@ -231,7 +231,7 @@ class Bf16Encoder(TorchEncoder):
     def __init__(self, loaded: LoadedModel, export_dir: Path | None = None) -> None:
         super().__init__(loaded, export_dir)
         self.device = bf16.model_device(self.model)
-        self.agreement = bf16.first_use(f"embedding backend bf16 ({loaded.used})", self.device, self.check)
+        self.agreement = bf16.first_use(f"embedding backend bf16 ({loaded.used})", self.device, self.check, self.model)
         self.active = self.agreement is not None
 
     def check(self) -> bf16.Agreement:

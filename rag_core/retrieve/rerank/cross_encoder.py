@@ -136,7 +136,7 @@ class Bf16Scorer(TorchScorer):
     def __init__(self, model_name: str, export_dir: Path | None = None) -> None:
         super().__init__(model_name, export_dir)
         self.device = bf16.model_device(self.model.model)
-        self.agreement = bf16.first_use(f"re-rank backend bf16 ({model_name})", self.device, self.check)
+        self.agreement = bf16.first_use(f"re-rank backend bf16 ({model_name})", self.device, self.check, self.model)
         self.active = self.agreement is not None
 
     def check(self) -> bf16.Agreement:
