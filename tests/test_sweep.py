@@ -179,6 +179,33 @@ def test_a_kernel_started_ahead_has_imported_what_points_import_and_runs_in_its_
     assert kernel.started == 1  # the kernel started ahead ran the notebook: no second one
 
 
+def test_one_client_serves_every_notebook_of_a_kernel_and_each_gets_its_own_outputs(tmp_path):
+    import papermill
+
+    from rag_core.workbench.kernels import WarmKernel
+
+    counting = tmp_path / "count.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "calls = globals().get('calls', 0) + 1\nprint('call', calls)")]), counting)
+    failing = tmp_path / "fail.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print('before'); 1 / 0")]), failing)
+    kernel, clients, printed = WarmKernel(), [], []
+    try:
+        for number, notebook in enumerate([counting, counting, failing, counting]):
+            output = tmp_path / f"out-{number}.ipynb"
+            try:
+                kernel.execute(notebook, output, {}, cwd=tmp_path)
+            except papermill.PapermillExecutionError:
+                assert notebook == failing
+            clients.append(kernel.client)
+            printed.append(nbformat.read(output, as_version=4).cells[-1].outputs[0]["text"].strip())
+    finally:
+        kernel.shutdown()
+    assert printed == ["call 1", "call 2", "before", "call 3"]  # one kernel; no output strayed to another notebook
+    assert clients[0] is not None and all(client is clients[0] for client in clients)
+    assert kernel.started == 1 and kernel.client is None  # shut down with its kernel
+
+
 def test_a_sweep_whose_set_up_fails_leaves_no_kernel_running(tmp_path, tracking_uri):  # noqa: F811
     (tmp_path / "empty").mkdir()
     spec = load_sweep(_write_sweep(tmp_path, name="empty", input=str(tmp_path / "empty"),
