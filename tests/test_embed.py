@@ -1,4 +1,4 @@
-"""Embeddings are committed to the cache batch by batch: an ingest killed while embedding resumes."""
+"""Embeddings are committed to the cache batch by batch: an ingest killed while embedding resumes; truncated texts are counted exactly."""
 
 from __future__ import annotations
 
@@ -59,3 +59,30 @@ def test_an_ingest_killed_while_embedding_resumes_where_it_stopped(tmp_path):
     assert 0 < done_before_kill < report["chunks"], "embeddings reach the cache only when all are done"
     assert 0 < report["embedded"] <= report["chunks"] - done_before_kill
     assert report["embedded"] + done_before_kill == report["chunks"] == cached_embeddings(store)
+
+
+@pytest.mark.slow
+def test_truncated_texts_are_counted_as_tokenizing_them_whole_counts_them():
+    """``count_truncated`` decides long texts on their heads; the count is the one full tokenization gives,
+    texts just around the limit, without spaces and empty included."""
+    from rag_core.paths import SAMPLE_DOCUMENTS_DIR
+    from rag_core.ingest.files import read_documents
+    from rag_core.retrieve.embedding.embedder import Embedder
+
+    embedder = Embedder("packaged:minilm")
+    limit, tokenizer = embedder.max_seq_length, embedder.loaded.model.tokenizer
+    words = " ".join(document.text for document in read_documents(SAMPLE_DOCUMENTS_DIR).documents).split(" ")
+    rng = random.Random(0)
+    texts = []
+    for length in (50, 150, 190, 200, 210, 220, 240, 260, 400, 900):
+        for _ in range(20):
+            start = rng.randrange(len(words) - length)
+            texts.append(" ".join(words[start:start + length]))
+    long_words = "international " * 300  # 302 tokens; its head (111 tokens) does not decide it
+    texts += ["x" * 3000, "word " * (limit - 2), "word " * (limit - 1), "1,234 " * 400, " " * 2000 + "tail", "",
+              long_words]
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=True, truncation=False)["input_ids"]]
+    expected = sum(length > limit for length in lengths)
+    assert 0 < expected < len(texts) and any(abs(length - limit) <= 5 for length in lengths)
+    assert embedder.count_truncated(texts) == expected
+    assert embedder.count_truncated([long_words]) == 1 and embedder.count_truncated([long_words[:1000]]) == 0
