@@ -98,6 +98,8 @@ class WarmKernel:
 
         if self._manager is None or not self.alive():
             self._replace()
+        if not self._manager.has_kernel:
+            self.started += 1  # papermill's client starts it for this notebook
         self.executed += 1
         papermill.execute_notebook(str(notebook), str(output), parameters=dict(parameters), progress_bar=False,
                                    kernel_name=KERNEL_NAME, engine_name=ENGINE_NAME, km=self._manager,
@@ -112,10 +114,10 @@ class WarmKernel:
         self._replace()
         try:
             run_sync(self._manager.start_kernel)(extra_arguments=[*KERNEL_ARGUMENTS, HISTORY], cwd=str(cwd))
+            self.started += 1
         except Exception:  # noqa: BLE001 - the first notebook starts it again and fails with the reason
             log.debug("early kernel start failed", exc_info=True)
             self.shutdown()
-            self.started -= 1  # it never ran
 
     def alive(self) -> bool:
         from jupyter_core.utils import run_sync
@@ -143,4 +145,3 @@ class WarmKernel:
 
         self.shutdown()
         self._manager = AsyncKernelManager(kernel_name=KERNEL_NAME)  # nbclient starts it on first execution
-        self.started += 1
