@@ -46,6 +46,7 @@ from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder,
 
 HEAD_CHARS_PER_TOKEN = 6  # count_truncated: heads this long (English: ~4.5 characters a token) usually decide
 
+
 @dataclass(frozen=True)
 class EmbedStats:
     texts: int
@@ -208,7 +209,8 @@ class Embedder:
         are tokenized whole."""
         limit = self.max_seq_length
         cut = limit * HEAD_CHARS_PER_TOKEN
-        heads = [text[:space] if len(text) > cut and (space := text.rfind(" ", 0, cut)) > 0 else text for text in texts]
+        heads = [text[:space] if len(text) > cut and (space := text.rfind(" ", 0, cut)) > 0 else text
+                 for text in texts]
         over = [length > limit for length in self._token_counts(heads)]
         undecided = [text for text, head, longer in zip(texts, heads, over) if not longer and head is not text]
         return sum(over) + sum(length > limit for length in self._token_counts(undecided))
@@ -242,7 +244,8 @@ class Bf16Encoder(TorchEncoder):
     def __init__(self, loaded: LoadedModel, export_dir: Path | None = None) -> None:
         super().__init__(loaded, export_dir)
         self.device = bf16.model_device(self.model)
-        self.agreement = bf16.first_use(f"embedding backend bf16 ({loaded.used})", self.device, self.check, self.model)
+        self.agreement = bf16.first_use(f"embedding backend bf16 ({loaded.used})", self.device, self.check,
+                                        self.model)
         self.active = self.agreement is not None
 
     def check(self) -> bf16.Agreement:
