@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from rag_core.ingest import files
+from rag_core.ingest.extraction import cache_path
 from rag_core.ingest.files import extraction_workers, read_documents
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR
 
@@ -61,7 +62,7 @@ def test_pdfs_whose_extraction_is_cached_are_read_without_a_pool(monkeypatch, tm
     monkeypatch.setattr(files, "_read_all", lambda read, items, workers: pools.append(workers) or real_read_all(read, items, workers))
     first = read_documents(folder, cache_dir=tmp_path / "extracted")
     second = read_documents(folder, cache_dir=tmp_path / "extracted")
-    (tmp_path / "extracted" / f"{first.documents[0].content_hash}-text-v1.json").unlink()
+    cache_path(tmp_path / "extracted", first.documents[0].content_hash, tables=False).unlink()
     third = read_documents(folder, cache_dir=tmp_path / "extracted")  # 2 files to extract again: too few
     assert pools == [2, 1, 1]
     assert first.documents == second.documents == third.documents

@@ -63,8 +63,8 @@ class WarmKernelEngine(NBClientEngine):
 
     @classmethod
     def execute_managed_notebook(cls, nb_man, kernel_name, km=None, start_timeout=60, execution_timeout=None,
-                                 log_output=False, stdout_file=None, stderr_file=None, kernel_cwd=None, warm=None,
-                                 **kwargs):
+                                 log_output=False, stdout_file=None, stderr_file=None, kernel_cwd=None, *,
+                                 warm: "WarmKernel", **kwargs):
         """`warm`: the ``WarmKernel`` whose manager `km` is; it keeps the client between notebooks."""
         client = WarmClient(
             nb_man, km=km, kernel_name=kernel_name, timeout=execution_timeout, startup_timeout=start_timeout,
