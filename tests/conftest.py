@@ -124,6 +124,9 @@ def _unit_tests_start_no_process_and_load_no_model(request, monkeypatch):
     subprocesses: a test there that starts a process or loads a model fails, and belongs beside it."""
     if UNIT not in Path(str(request.node.path)).resolve().parents:
         return
+    # matplotlib lists the system fonts through `fc-list` the first time it is imported on a machine; ranx
+    # imports it. That set-up is the machine's, not the test's: pay it before the guard goes up.
+    import matplotlib.font_manager  # noqa: F401
 
     def refuse(*args, **kwargs):
         raise AssertionError("a unit test started a process or loaded a model: move it out of tests/unit")
