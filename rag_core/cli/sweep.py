@@ -32,6 +32,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true",
                         help="run nothing: print the space's size, the chunkings and models to embed, the estimated "
                              "time from this machine's measured throughputs and any LLM tokens and cost")
+    parser.add_argument("--wide", action="store_true",
+                        help="print every metric of the comparison table with its interval, and the run ids (the "
+                             "default table fits 120 columns: rank, verdict, settings, the primary metric, held-out, "
+                             "latency)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local",
                         help="local: worker threads on this machine; ray: index builds and points scheduled on a Ray "
                              "cluster, one actor with a warm kernel per worker, a point retried when its worker dies "
@@ -68,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
             "search": search_summary(result.search) if result.search else None,
         }, indent=2, default=str))
     else:
-        print("\n" + format_sweep(result))
+        print("\n" + format_sweep(result, wide=args.wide))
     return EXIT_FAILURE if result.failed else EXIT_OK
 
 

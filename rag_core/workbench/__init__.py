@@ -12,7 +12,8 @@ input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs rea
 intervals), ``selection`` (paired tests against the best, Holm, the one-SE rule), ``honest`` (the
 winner chosen on tuning queries), ``sweep_report`` (a sweep's table and holdout report),
 ``judge_calibration`` (the judge against human scores), ``fusion_tuning`` (learned fusion weights),
-``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks);
+``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks), ``compact_table``
+(a sweep's table in 120 columns);
 searches: ``search_space`` (strategy, budget, range axes), ``search`` (the Optuna driver: TPE, halving),
 ``search_run`` (trials as child runs, the winner on held-out queries), ``search_report`` (its table and
 history), ``cost`` (measured throughputs, ``--dry-run`` estimates), ``sweep_result`` (what both return).

@@ -181,21 +181,38 @@ def show(evaluation: "EvalRun") -> None:
 
 
 # --- a sweep -------------------------------------------------------------------------------------
-def format_sweep(result: "SweepResult") -> str:
-    """The comparison table (best first), what was not run and why, and where things are."""
+def format_sweep(result: "SweepResult", wide: bool = False) -> str:
+    """The comparison table (best first), what was not run and why, and where things are. The table fits
+    120 columns (``compact_table``: rank, verdict, settings, the ranking metric, held-out, latency);
+    `wide`: every metric with its interval, and the run ids."""
+    import textwrap
+
     import pandas as pd
 
+    from rag_core.workbench.compact_table import WIDTH, compact_table
     from rag_core.workbench.intervals import shown_with_intervals
     from rag_core.workbench.sweep_report import VS_BEST_LEGEND
 
-    with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
-        table = shown_with_intervals(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
+    ranked_by = f"tune/{result.primary_metric}" if result.holdout else result.primary_metric
+    if wide or ranked_by not in result.table:
+        with pd.option_context("display.width", 250, "display.max_columns", 50, "display.max_colwidth", 40):
+            table = shown_with_intervals(result.table).to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
+        legend = [VS_BEST_LEGEND] if "vs best" in result.table else []
+    else:
+        held_out = f"holdout/{result.primary_metric}" if result.holdout else None
+        table = compact_table(result.table, ranked_by, held_out if held_out in result.table else None)
+        legend = textwrap.wrap(("verdict: the point's role, then its paired t-test over queries against the best "
+                                "(Holm-corrected p): same = indistinguishable (p > 0.05), within 1 SE = what select: "
+                                "one_se chooses from; " if "vs best" in result.table else "")
+                               + "p50 ms = latency/total_p50_ms. Every metric with its interval: rag-pipeline sweep "
+                               "FILE --wide (finished points are not run again), or comparison.csv on the parent run "
+                               "in MLflow", WIDTH)
     work = result.work
-    ranked_by = f"tune/{result.primary_metric} (the tuning queries)" if result.holdout else result.primary_metric
     lines = [
-        f"Sweep {result.name!r}: best first by {ranked_by}; [95% bootstrap interval over queries]",
+        f"Sweep {result.name!r}: best first by {ranked_by}{' (the tuning queries)' if result.holdout else ''}; "
+        "[95% bootstrap interval over queries]",
         table,
-        *([VS_BEST_LEGEND] if "vs best" in result.table else []),
+        *legend,
         "",
         *([format_search(result.search), ""] if result.search else []),
         *([format_holdout(result.holdout), ""] if result.holdout else []),
