@@ -1,5 +1,6 @@
 """Comparing evaluation runs read back from MLflow: a table best first, and a paired significance
-test between two runs (``ranx.compare``); the metric-vs-setting and quality-vs-latency plots are in
+test between two runs (``paired_tests``: ``ranx.compare``'s Student's t without ranx's start-up;
+``ranx.compare`` for its other tests); the metric-vs-setting and quality-vs-latency plots are in
 ``rag_core.workbench.plots``. The table's metrics can carry bootstrap 95% intervals over queries (``rag_core.workbench.intervals``).
 
 Runs come from one sweep (its parent run's children; by default the latest sweep of the experiment)
@@ -7,7 +8,7 @@ or from every evaluation run of an experiment. A table row is one run: its run i
 param (settings as numbers where they are numbers) and every metric, with ``@`` names. A point
 retried after a failure has several child runs; only its latest finished one is kept.
 
-The significance test rebuilds ranx ``Qrels`` and ``Run`` objects from the ``ranx/qrels.json`` and
+The significance test rebuilds the qrels and rankings from the ``ranx/qrels.json`` and
 ``ranx/run.json`` artifacts that ``rag_core.workbench.tracking`` logs with every run. It is done at page or
 document level, whose relevance does not depend on the chunking; chunk-level relevance differs
 between chunk sizes, so such runs are not comparable query by query. Used by ``rag_core.sweep`` and
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig, setting_names
+from rag_core.workbench.paired_tests import STAT_TEST, PairedReport, paired_report
 from rag_core.workbench.tracking import PARENT_RUN_TAG, TAG_PREFIX, RunStatus, Tracker, run_metrics
 
 if TYPE_CHECKING:
@@ -140,16 +142,16 @@ def baseline_run(runs: "pd.DataFrame", defaults: RagConfig | None = None) -> "pd
 
 # --- significance -------------------------------------------------------------------------------
 def significance(runs: Sequence["pd.Series"], metrics: Sequence[str], *, tracking_uri: str | None = None,
-                 stat_test: str = "student", max_p: float = 0.05) -> "Report":
-    """Paired test (ranx.compare) of `runs` on `metrics` (all at one level, page or doc), query by query."""
-    from ranx import Qrels, Run, compare
-
+                 stat_test: str = "student", max_p: float = 0.05) -> "PairedReport | Report":
+    """Paired test of `runs` on `metrics` (all at one level, page or doc), query by query: Student's t
+    (``paired_tests``, no ranx: ranx's typed containers compile for 10-18 s in every new process), or
+    ``ranx.compare`` for its other tests (``fisher``, ``tukey``)."""
     levels = {metric.split("/", 1)[0] for metric in metrics}
     if len(levels) != 1 or not levels <= {"page", "doc"}:
         raise ValueError(f"compare at one level, page or doc (chunk relevance depends on the chunking): {list(metrics)}")
     level = levels.pop()
     tracker = Tracker.at(tracking_uri)
-    qrels, ranx_runs = None, []
+    qrels, rankings = None, {}
     with tempfile.TemporaryDirectory(prefix="rag-compare-") as folder:
         for position, row in enumerate(runs):
             run_qrels, run_ranking = (_artifact_json(tracker, row["run_id"], name, Path(folder) / str(position))[level]
@@ -159,16 +161,20 @@ def significance(runs: Sequence["pd.Series"], metrics: Sequence[str], *, trackin
             elif run_qrels != qrels:
                 raise ValueError(f"runs {runs[0]['run_id']} and {row['run_id']} were judged on different {level} "
                                  "relevance (another golden set?): they cannot be compared query by query")
-            ranking = {qid: run_ranking.get(qid) or {NOTHING_RETRIEVED: 0.0} for qid in qrels}
-            ranx_runs.append(Run(ranking, name=_run_label(row, position)))
+            rankings[_run_label(row, position)] = {qid: run_ranking.get(qid) or {NOTHING_RETRIEVED: 0.0} for qid in qrels}
     qrels = {qid: items or {NOTHING_RELEVANT: 1} for qid, items in qrels.items()}
+    if stat_test == STAT_TEST:
+        return paired_report(qrels, rankings, [metric.split("/", 1)[1] for metric in metrics], max_p)
+    from ranx import Qrels, Run, compare
+
+    ranx_runs = [Run(ranking, name=name) for name, ranking in rankings.items()]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*unsafe cast.*")
         return compare(Qrels(qrels), ranx_runs, [metric.split("/", 1)[1] for metric in metrics],
                        stat_test=stat_test, max_p=max_p)
 
 
-def significance_summary(report: "Report", best: "pd.Series", baseline: "pd.Series") -> dict[str, Any]:
+def significance_summary(report: "PairedReport | Report", best: "pd.Series", baseline: "pd.Series") -> dict[str, Any]:
     """Scores and p-values of the best run against the baseline, as plain values."""
     data = report.to_dict()
     best_name, baseline_name = _run_label(best, 0), _run_label(baseline, 1)
@@ -177,7 +183,7 @@ def significance_summary(report: "Report", best: "pd.Series", baseline: "pd.Seri
         "stat_test": data["stat_test"],
         "best": {metric: float(value) for metric, value in data[best_name]["scores"].items()},
         "baseline": {metric: float(value) for metric, value in data[baseline_name]["scores"].items()},
-        "p_values": {metric: None if math.isnan(value) else float(value)  # NaN: the same run twice
+        "p_values": {metric: None if math.isnan(value) else float(value)  # NaN: ranx's p for identical values
                      for metric, value in data[best_name]["comparisons"][baseline_name].items()},
         "win_tie_loss": data[best_name]["win_tie_loss"][baseline_name],
     }
