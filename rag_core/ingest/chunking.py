@@ -25,6 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from rag_core.components import SETTINGS, Registry, Rule, Setting
 from rag_core.records import Chunk, Document
 
+from rag_core.components.faults import calling, component_fault
 CHUNKERS = Registry("chunker", setting="chunker", group="chunking")
 DEFAULT_CHUNKER = "recursive"
 
@@ -164,13 +165,19 @@ class Chunker:
         raise NotImplementedError
 
     def chunk_corpus(self, documents: Iterable[Document]) -> list[Chunk]:
-        """Every document's chunks, checked to be exact spans of their document's text."""
-        chunks = []
+        """Every document's chunks, checked to be distinct, non-empty exact spans of their document's
+        text; a chunker that breaks that (or raises, for a plugin) is a ``ComponentFault`` naming it."""
+        chunks, seen = [], set()
+        component = CHUNKERS.get(self.name)
         for document in documents:
-            for chunk in self.chunk(document):
-                if chunk.doc_id != document.doc_id or chunk.text != document.text[chunk.char_start:chunk.char_end]:
-                    raise ValueError(f"chunker {self.name!r} returned a chunk of {document.doc_id!r} that is not the "
-                                     f"span [{chunk.char_start}:{chunk.char_end}] of its text (use span_chunk)")
+            with calling(component, "chunk"):
+                found = self.chunk(document)
+            for chunk in found:
+                problem = _span_problem(chunk, document, seen)
+                if problem:
+                    raise component_fault(component, f"chunk() returned {problem} for {document.doc_id!r} (the contract: "
+                                                     "distinct non-empty spans of the text, made with span_chunk)")
+                seen.add(chunk.id)
                 chunks.append(chunk)
         return chunks
 
@@ -185,6 +192,22 @@ def span_chunk(document: Document, start: int, end: int) -> Chunk:
 class RecursiveChunker(Chunker):
     def chunk(self, document: Document) -> list[Chunk]:
         return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page)
+
+def _span_problem(chunk: Any, document: Document, seen: set[str]) -> str | None:
+    if not isinstance(chunk, Chunk):
+        return f"a {type(chunk).__name__}, not a Chunk,"
+    span = f"[{chunk.char_start}:{chunk.char_end}]"
+    if chunk.doc_id != document.doc_id:
+        return f"a chunk of {chunk.doc_id!r}"
+    if not (isinstance(chunk.char_start, int) and isinstance(chunk.char_end, int)
+            and 0 <= chunk.char_start < chunk.char_end <= len(document.text)):
+        return f"the span {span}, empty or outside the text's {len(document.text)} characters,"
+    if chunk.text != document.text[chunk.char_start:chunk.char_end]:
+        return f"a chunk whose text is not the span {span} of the document's text"
+    if chunk.id in seen:
+        return f"the chunk {span} (id {chunk.id!r}) twice"
+    return None
+
 
 
 def make_chunker(config: Any) -> Chunker:

@@ -27,6 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from rag_core.components.faults import calling
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import ScoredId
 from rag_core.retrieve.doc_evidence import DOC_EVIDENCE, make_doc_evidence
@@ -35,7 +36,7 @@ from rag_core.retrieve.filters import matching_documents, normalise
 from rag_core.retrieve.fusion import FUSIONS, make_fusion, reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.parent_child import collapse_to_parents
-from rag_core.retrieve.retrievers import Query, retriever_choices, uses_embedder
+from rag_core.retrieve.retrievers import RETRIEVERS, Query, checked_ranked, retriever_choices, uses_embedder
 from rag_core.retrieve.routing import ROUTING_VERSION, Router
 
 SHOWN_DOCUMENTS = 5  # of the document evidence's ranking, kept for --explain
@@ -170,7 +171,9 @@ class FirstStage:
         ranked: dict[str, list[ScoredId]] = {}
         for retriever in self.retrievers:
             started = time.perf_counter()
-            found = self.expansion.search(retriever, query, depth, doc_ids)
+            with calling(RETRIEVERS.get(retriever.name), "search"):
+                found = self.expansion.search(retriever, query, depth, doc_ids)
+            found = checked_ranked(retriever.name, found, self.index.chunk_set.doc_of, doc_ids)
             measured = found.latency_ms or {retriever.name: (time.perf_counter() - started) * 1000}
             _add(latency, measured)
             stage_latency[retriever.name] = tuple(measured)

@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from rag_core.components.faults import calling
 from rag_core.config import RagConfig
 from rag_core.ingest.chunking import chunker_key, make_chunker
 from rag_core.ingest.corpus import Corpus
@@ -223,7 +224,8 @@ class Index:
         """The retriever registered as `name`, built over this index's chunks (once)."""
         if name not in self._retrievers:
             retriever = RETRIEVERS.load(name)(name, self.config, self.resources)
-            retriever.build(self.chunk_set)
+            with calling(RETRIEVERS.get(name), "build"):
+                retriever.build(self.chunk_set)
             self._retrievers[name] = retriever
         return self._retrievers[name]
 

@@ -14,6 +14,9 @@ Shapes:
   latency stages when the retriever splits it, and what ``--explain`` may show.
 - ``Resources``: what retrievers share, built once per index: the store folder, the score cache, the
   embedding model, the vector store and the build statistics.
+``checked_ranked`` holds every retriever's answer to the contract (a ``Ranked`` of ids it was given,
+each once, within the allowed documents, with finite scores); a breach is one ``ComponentFault``
+naming the retriever (``rag_core.components.faults``).
 Left out: retrievers that need training data at index time.
 """
 
@@ -21,6 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
@@ -29,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from rag_core.components import Registry
+from rag_core.components.faults import component_fault
 from rag_core.records import Chunk, ScoredId
 
 # Names a retriever may not take: the pipeline's own stages and latency keys, and the mode shorthand.
@@ -47,6 +52,41 @@ class Ranked:
     hits: list[ScoredId]  # best first
     latency_ms: dict[str, float] = field(default_factory=dict)  # stage -> ms; empty: the caller times the call
     info: dict[str, Any] = field(default_factory=dict)  # what the search did, for --explain (RM3's terms)
+
+
+def checked_ranked(name: str, found: Any, doc_of: Mapping[str, str], allowed_doc_ids: Sequence[str] | None) -> Ranked:
+    """`found`, the answer of the retriever registered as `name`, when it keeps the contract: a
+    ``Ranked`` whose hits are ids of the chunks it indexed (`doc_of`: chunk id -> document id), each
+    once, of the allowed documents, with finite scores; else a ``ComponentFault`` naming it."""
+    if not isinstance(found, Ranked):
+        raise component_fault(RETRIEVERS.get(name), f"search() returned a {type(found).__name__}, not a Ranked")
+    allowed = None if allowed_doc_ids is None else set(allowed_doc_ids)
+    seen: set[str] = set()
+    for hit in found.hits:
+        problem = _hit_problem(hit, doc_of, allowed, seen)
+        if problem:
+            raise component_fault(RETRIEVERS.get(name), f"search() returned {problem} (the contract: ids of the "
+                                                        "chunks it indexed, each once, with finite scores)")
+        seen.add(hit.id)
+    return found
+
+
+def _hit_problem(hit: Any, doc_of: Mapping[str, str], allowed: set[str] | None, seen: set[str]) -> str | None:
+    if not isinstance(hit, tuple) or len(hit) != 2 or not isinstance(hit[0], str):
+        return f"a hit {str(hit)[:80]!r} that is not a ScoredId(id, score)"
+    if hit.id not in doc_of:
+        return f"chunk id {hit.id[:80]!r}, which is not in the index"
+    if hit.id in seen:
+        return f"chunk id {hit.id!r} more than once"
+    if allowed is not None and doc_of[hit.id] not in allowed:
+        return f"chunk {hit.id!r} of document {doc_of[hit.id]!r}, outside the allowed documents"
+    try:
+        score = float(hit.score)
+    except (TypeError, ValueError):
+        return f"the score {str(hit.score)[:40]!r} (not a number) for chunk {hit.id!r}"
+    if not math.isfinite(score):
+        return f"the score {score} for chunk {hit.id!r}"
+    return None
 
 
 class Query:
