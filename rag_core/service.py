@@ -158,6 +158,9 @@ def _ingest_locked(read: list[Document], store_dir: Path, config: RagConfig, pro
         embedded=stats.embedded,
         embed_model_used=pipeline.index.embedder.name_used if uses_embedder(config) else None,
         truncated=stats.truncated,
+        # dense search: units longer than the model's window, vectors embedded (windows), text never read (first)
+        truncated_share=stats.truncated / stats.chunks if stats.chunks else 0.0,
+        dense_vectors=stats.windows, unread_share=stats.unread_share,
     )
     # each stage's wall time in this run (0 where nothing was done: chunks, vectors or indexes reused)
     report["seconds"].update({name: round(value, 3) for name, value in (

@@ -71,7 +71,8 @@ def test_dense_scores_are_cosine_similarities_from_the_model(hybrid, copy_of_sam
     # torch (fp32) to 1e-4; the default bf16 (documents in bf16, cosine >= 0.9999 to fp32) to 2e-3.
     # On a copy: the torch index is a second dense manifest, which the shared sample store must not gain.
     for backend, tolerance in (("torch", 1e-4), (RagConfig().embed_backend, 2e-3)):
-        config = RagConfig(mode="dense", rerank_depth=0, embed_backend=backend)
+        # first: one vector per chunk, the text as the model reads it (windows: tests/test_dense_windows.py)
+        config = RagConfig(mode="dense", rerank_depth=0, embed_backend=backend, dense_pooling="first")
         result = open_pipeline(copy_of_sample_store, config, progress=False).retrieve(query)
         top = result.hits[:3]
         vectors = model.encode([query] + [hit.chunk.text for hit in top], normalize_embeddings=True)

@@ -41,6 +41,13 @@ def run(args: argparse.Namespace) -> int:
         f"Store {report['store']}: {report['documents']} document(s), {report['chunks']} chunks "
         f"({report['added']} new in this run)",
     ]
+    if report.get("truncated"):  # the build printed a warning when too much is never read
+        lines.append(f"Dense search: {report['truncated']} of {report['chunks']} units "
+                     f"({100 * report['truncated_share']:.0f}%) longer than the embedding model's window; "
+                     + (f"{100 * report['unread_share']:.1f}% of the indexed text never read (dense_pooling first)"
+                        if report.get("unread_share") else f"every word read ({report['dense_vectors']} windows)"
+                        if report.get("dense_vectors", 0) > report["chunks"] else "the text never read was not "
+                        "measured (a dense index built before windows)"))
     if report.get("registry_rebuilt"):
         lines.append("Repaired: the store's registry was damaged (kept as documents/registry.json.damaged) and was "
                      "rebuilt from the intact document files")

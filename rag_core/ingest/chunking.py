@@ -14,13 +14,15 @@ of the previous one (from a sentence start where possible). Chunking runs over t
 so a chunk may cross pages; ``per_page=True`` chunks inside each page instead.
 
 Every chunk is an exact span of ``Document.text``: ``text == document.text[char_start:char_end]``.
-Left out: token-based sizes (sizes count whitespace-separated words) and semantic splitting.
+``chunk_unit`` says what sizes count: ``words`` (whitespace-separated) or ``tokens`` of the embedding
+model's tokenizer (special tokens not counted; the index passes the model's counter to ``make_chunker``).
+Left out: semantic splitting.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rag_core.components import SETTINGS, Registry, Rule, Setting
 from rag_core.records import Chunk, Document
@@ -37,6 +39,8 @@ SEPARATORS: tuple[re.Pattern[str], ...] = (
     re.compile(r"\s+"),  # word
 )
 _WORD = re.compile(r"\S+")
+CHUNK_UNITS = ("words", "tokens")
+Count = Callable[[str], int]  # text -> its length in the chunk unit
 
 Span = tuple[int, int]  # (start, end) offsets into the document text
 
@@ -45,9 +49,10 @@ def count_words(text: str) -> int:
     return len(_WORD.findall(text))
 
 
-def chunk_document(document: Document, chunk_size: int, overlap: int, per_page: bool = False) -> list[Chunk]:
-    """Split one document into chunks of at most `chunk_size` words (a single word longer than that
-    stays whole)."""
+def chunk_document(document: Document, chunk_size: int, overlap: int, per_page: bool = False,
+                   count: Count = count_words) -> list[Chunk]:
+    """Split one document into chunks of at most `chunk_size` words, or units of `count` (a single
+    word longer than that stays whole)."""
     if overlap >= chunk_size:
         raise ValueError("overlap must be smaller than chunk_size")
     text = document.text
@@ -61,8 +66,8 @@ def chunk_document(document: Document, chunk_size: int, overlap: int, per_page: 
         regions = [(0, len(text))]
     chunks = []
     for region in regions:
-        pieces = _split(text, region, chunk_size, level=0)
-        for start, end in _merge(text, pieces, chunk_size, overlap):
+        pieces = _split(text, region, chunk_size, level=0, count=count)
+        for start, end in _merge(text, pieces, chunk_size, overlap, count):
             chunk_text = text[start:end]
             chunks.append(
                 Chunk(
@@ -78,10 +83,10 @@ def chunk_document(document: Document, chunk_size: int, overlap: int, per_page: 
     return chunks
 
 
-def split_span(text: str, region: Span, chunk_size: int, overlap: int = 0) -> list[Span]:
-    """(start, end) spans of at most `chunk_size` words inside `region` of `text`, split and merged as
-    ``chunk_document`` does (used for the child chunks inside a parent chunk)."""
-    return _merge(text, _split(text, region, chunk_size, level=0), chunk_size, overlap)
+def split_span(text: str, region: Span, chunk_size: int, overlap: int = 0, count: Count = count_words) -> list[Span]:
+    """(start, end) spans of at most `chunk_size` words (units of `count`) inside `region` of `text`,
+    split and merged as ``chunk_document`` does (used for the child chunks inside a parent chunk)."""
+    return _merge(text, _split(text, region, chunk_size, level=0, count=count), chunk_size, overlap, count)
 
 
 def chunk_corpus(documents: Iterable[Document], chunk_size: int, overlap: int, per_page: bool = False) -> list[Chunk]:
@@ -102,28 +107,28 @@ def _strip(text: str, span: Span) -> Span | None:
     return (start, end) if start < end else None
 
 
-def _split(text: str, span: Span, chunk_size: int, level: int) -> list[Span]:
+def _split(text: str, span: Span, chunk_size: int, level: int, count: Count = count_words) -> list[Span]:
     """Pieces of `span`, each of at most `chunk_size` words, split at the coarsest separator possible."""
     stripped = _strip(text, span)
     if stripped is None:
         return []
     start, end = stripped
-    if count_words(text[start:end]) <= chunk_size or level == len(SEPARATORS):
+    if count(text[start:end]) <= chunk_size or level == len(SEPARATORS):
         return [stripped]
     pieces: list[Span] = []
     cursor = start
     for match in SEPARATORS[level].finditer(text, start, end):
-        pieces.extend(_split(text, (cursor, match.start()), chunk_size, level + 1))
+        pieces.extend(_split(text, (cursor, match.start()), chunk_size, level + 1, count))
         cursor = match.end()
-    pieces.extend(_split(text, (cursor, end), chunk_size, level + 1))
+    pieces.extend(_split(text, (cursor, end), chunk_size, level + 1, count))
     return pieces
 
 
-def _merge(text: str, pieces: Sequence[Span], chunk_size: int, overlap: int) -> list[Span]:
+def _merge(text: str, pieces: Sequence[Span], chunk_size: int, overlap: int, count: Count = count_words) -> list[Span]:
     """Greedily join consecutive pieces into chunks of at most `chunk_size` words. Each chunk after
     the first starts with the last `overlap` words (or fewer) of the previous one, cut at a sentence
     start where one is close enough, so overlap works even when the pieces are whole paragraphs."""
-    sizes = [count_words(text[start:end]) for start, end in pieces]
+    sizes = [count(text[start:end]) for start, end in pieces]
     chunks: list[Span] = []
     carry: tuple[int, int] | None = None  # (start offset, words) repeated from the previous chunk
     index = 0  # next piece to place
@@ -136,21 +141,27 @@ def _merge(text: str, pieces: Sequence[Span], chunk_size: int, overlap: int) -> 
         end = pieces[index][1]
         chunks.append((start, end))
         index += 1
-        carry = _tail(text, start, end, overlap) if overlap and index < len(pieces) else None
+        carry = _tail(text, start, end, overlap, count) if overlap and index < len(pieces) else None
     return chunks
 
 
-def _tail(text: str, start: int, end: int, overlap: int) -> tuple[int, int]:
-    """(offset, words) of the last at most `overlap` words of text[start:end], beginning at the first
-    sentence start among them if there is one; never the whole span, so chunks always advance."""
+def _tail(text: str, start: int, end: int, overlap: int, count: Count = count_words) -> tuple[int, int]:
+    """(offset, size) of the last at most `overlap` words (units of `count`) of text[start:end],
+    beginning at the first sentence start among them if there is one; never the whole span, so chunks
+    always advance."""
     words = [match.start() for match in _WORD.finditer(text, start, end)]
     first = max(1, len(words) - overlap)
+    if count is not count_words:  # the fewest last words that hold at most `overlap` units
+        first = len(words)
+        while first > 1 and count(text[words[first - 1]:end]) <= overlap:
+            first -= 1
+        first = min(first, len(words) - 1)  # a last word longer than `overlap` is repeated whole
     for index in range(first, len(words)):
         before = text[start:words[index]].rstrip()
         if before.endswith((".", "!", "?")) or "\n" in text[words[index - 1]:words[index]]:
             first = index
             break
-    return words[first], len(words) - first
+    return words[first], (len(words) - first) if count is count_words else count(text[words[first]:end])
 
 
 # --- the contract -------------------------------------------------------------------------------
@@ -190,8 +201,10 @@ def span_chunk(document: Document, start: int, end: int) -> Chunk:
 
 
 class RecursiveChunker(Chunker):
+    count: Count = staticmethod(count_words)  # chunk_unit tokens: the embedding model's counter (make_chunker)
+
     def chunk(self, document: Document) -> list[Chunk]:
-        return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page)
+        return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page, self.count)
 
 def _span_problem(chunk: Any, document: Document, seen: set[str]) -> str | None:
     if not isinstance(chunk, Chunk):
@@ -210,15 +223,23 @@ def _span_problem(chunk: Any, document: Document, seen: set[str]) -> str | None:
 
 
 
-def make_chunker(config: Any) -> Chunker:
-    """The configured chunker."""
-    return CHUNKERS.load(config.chunker)(config.chunker, config)
+def make_chunker(config: Any, count_tokens: Count | None = None) -> Chunker:
+    """The configured chunker; with ``chunk_unit: tokens``, sizes count `count_tokens` (the embedding
+    model's tokens of a text)."""
+    chunker = CHUNKERS.load(config.chunker)(config.chunker, config)
+    if getattr(config, "chunk_unit", "words") == "tokens":
+        if count_tokens is None:
+            raise ValueError("chunk_unit tokens needs the embedding model's token counter")
+        chunker.count = count_tokens
+    return chunker
 
 
 def chunker_key(config: Any) -> dict[str, Any]:
     """The settings that decide the chunks: chunk_size, overlap, per_page, and for a chunker other than
     the built-in its name and its own settings."""
     key: dict[str, Any] = {"chunk_size": config.chunk_size, "overlap": config.overlap, "per_page": config.per_page}
+    if getattr(config, "chunk_unit", "words") == "tokens":  # only then, so that the keys of words stay as they were
+        key.update(chunk_unit="tokens", tokenizer=config.embed_model)
     if config.chunker != DEFAULT_CHUNKER:
         key["chunker"] = config.chunker
         key.update((setting.name, getattr(config, setting.name)) for setting in CHUNKERS.get(config.chunker).settings)
@@ -232,8 +253,10 @@ def _overlap_below_chunk_size(values: Mapping[str, Any]) -> tuple[str, str] | No
 
 
 SETTINGS.declare(
-    Setting("chunk_size", int, 512, "chunk length in words", above=0, group="chunking"),
-    Setting("overlap", int, 64, "words repeated from the previous chunk", group="chunking"),
+    Setting("chunk_size", int, 512, "chunk length in words (chunk_unit)", above=0, group="chunking"),
+    Setting("overlap", int, 64, "words (chunk_unit) repeated from the previous chunk", group="chunking"),
+    Setting("chunk_unit", str, "words", "what chunk_size, overlap and child_size count: words | tokens (of "
+            "embed_model's tokenizer, special tokens not counted)", choices=CHUNK_UNITS, group="chunking"),
     Setting("per_page", bool, False, "chunk inside pages instead of across them", group="chunking"),
     Setting("chunker", str, DEFAULT_CHUNKER, "how documents are split: recursive, or a chunker a plugin registers",
             choices=CHUNKERS.names, group="chunking"),

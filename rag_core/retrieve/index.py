@@ -44,7 +44,7 @@ from rag_core.retrieve.context import CONTEXT_VERSION, indexed_texts
 from rag_core.retrieve.embedding.embedder import Embedder
 from rag_core.retrieve.parent_child import child_chunks
 from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Resources, Retriever, digest_key, retriever_choices
-from rag_core.retrieve.retrievers.dense import manifest_name
+from rag_core.retrieve.retrievers.dense import manifest_name, windows_key
 from rag_core.retrieve.vector_stores import open_vector_store
 
 log = logging.getLogger(__name__)
@@ -61,6 +61,8 @@ class BuildStats:
     embed_seconds: float = 0.0
     truncated: int = 0  # chunks longer than the embedding model reads
     max_seq_length: int = 0
+    windows: int = 0  # vectors the dense index holds (a unit longer than the model's window has several)
+    unread_share: float = 0.0  # share of the indexed text dense search never reads (dense_pooling first)
     bm25_seconds: float = 0.0
     upsert_seconds: float = 0.0  # writing the vectors into the vector store
     upserted: int = 0  # chunks written to the vector store (those it lacked)
@@ -133,6 +135,11 @@ class Index:
         return self._embedder
 
     @property
+    def _count_tokens(self) -> Any:
+        """``chunk_unit: tokens``: the embedding model's token counter (else None: sizes count words)."""
+        return self.embedder.count_tokens if self.config.chunk_unit == "tokens" else None
+
+    @property
     def embedder_startup(self) -> dict[str, Any]:
         """The embedding model's start-up cost in this process (``Embedder.startup``); {} when not used."""
         return dict(self._embedder.startup) if self._embedder is not None else {}
@@ -157,7 +164,8 @@ class Index:
             self._chunks = self._load_or_build_chunks()
             self.stats.chunks = len(self._chunks)
             self._chunk_by_id = {chunk.id: chunk for chunk in self._chunks}
-            self._children, self._parent_of = (child_chunks(self._chunks, self.corpus.by_id, self.config.child_size)
+            self._children, self._parent_of = (child_chunks(self._chunks, self.corpus.by_id, self.config.child_size,
+                                                            self._count_tokens)
                                                if self.config.child_size else ([], {}))
             self._chunk_by_id.update((child.id, child) for child in self._children)
             self.stats.children = len(self._children)
@@ -194,7 +202,7 @@ class Index:
                 log.warning("the store's file %s was damaged (%s); rebuilding it from the documents", path,
                             str(exc)[:80] or type(exc).__name__)
         started = time.perf_counter()
-        chunks = make_chunker(self.config).chunk_corpus(self.corpus.documents)
+        chunks = make_chunker(self.config, self._count_tokens).chunk_corpus(self.corpus.documents)
         self.stats.chunk_seconds = time.perf_counter() - started
         self.stats.chunkings_built = 1
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -206,7 +214,8 @@ class Index:
     def dense_built(self, models: Sequence[str]) -> bool:
         """Whether a complete dense index of one of `models` (embedding cache names) is in the store, so
         that nothing would be embedded; loads no model (a search's cost estimate asks before running)."""
-        return any((self.dir / f"{manifest_name(model, self.context_key, self.config.vector_store)}.json").exists()
+        return any((self.dir / f"{manifest_name(model, self.context_key, self.config.vector_store, windows_key(self.config))}"
+                                f".json").exists()
                    for model in models)
 
     def indexed_texts(self) -> list[str]:

@@ -5,27 +5,31 @@ returned (and given to the LLM) is the ``chunk_size`` parent that holds them.
 (without overlap; parents overlap as configured), each an exact span of the document text with its
 own id, pages and offsets, so that relevance can be judged at the child level too.
 ``collapse_to_parents`` turns a ranked list of children into a ranked list of parents: a parent
-appears once, at the rank and with the score of its best child.
+appears once, at the rank and with the score of its best child. ``pool_to_parents`` is the same with
+a choice of pooling (``POOLINGS``: ``max``, the best child; ``mean_top2``, the mean of the two best),
+re-ordered by the pooled score (ties by id); dense search scores a unit by its token windows with it
+(``rag_core.retrieve.windows``), so windows and children are one mechanism.
 
 Left out: more than two levels, children that cross their parent's boundary.
 """
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Mapping, Sequence
 
-from rag_core.ingest.chunking import split_span
+from rag_core.ingest.chunking import count_words, split_span
 from rag_core.records import Chunk, Document, ScoredId
 
 
-def child_chunks(parents: Iterable[Chunk], documents: Mapping[str, Document],
-                 child_size: int) -> tuple[list[Chunk], dict[str, str]]:
-    """(children in parent order, child id -> parent id)."""
+def child_chunks(parents: Iterable[Chunk], documents: Mapping[str, Document], child_size: int,
+                 count: Callable[[str], int] | None = None) -> tuple[list[Chunk], dict[str, str]]:
+    """(children in parent order, child id -> parent id); `count`: what sizes count (words when None)."""
     children: list[Chunk] = []
     parent_of: dict[str, str] = {}
     for parent in parents:
         document = documents[parent.doc_id]
-        for start, end in split_span(document.text, (parent.char_start, parent.char_end), child_size):
+        for start, end in split_span(document.text, (parent.char_start, parent.char_end), child_size,
+                                     count=count or count_words):
             text = document.text[start:end]
             # the parent's id in the child's id: two overlapping parents holding the same span keep two children
             child = Chunk(Chunk.make_id(f"{parent.doc_id}\x00{parent.id}", start, end, text), parent.doc_id, text,
@@ -46,3 +50,29 @@ def collapse_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[
             if depth is not None and len(parents) == depth:
                 break
     return list(parents.values())
+
+
+def _mean_top2(scores: list[float]) -> float:
+    """The mean of the two best scores (the one score of a parent with one child)."""
+    best = sorted(scores, reverse=True)[:2]
+    return sum(best) / len(best)
+
+
+POOLINGS: dict[str, Callable[[list[float]], float]] = {"max": max, "mean_top2": _mean_top2}
+
+
+def pool_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[str, str], pooling: str = "max",
+                    depth: int | None = None) -> list[ScoredId]:
+    """Scored children -> parents scored by pooling their children's scores (``POOLINGS``), best
+    first, ties by parent id; the first `depth`. A child missing from `parent_of` is its own parent.
+    Exact when `ranked_children` holds every child of the parents ranked (children cut off a list
+    are not pooled)."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling {pooling!r}: one of {', '.join(POOLINGS)}")
+    scores: dict[str, list[float]] = {}
+    for hit in ranked_children:
+        scores.setdefault(parent_of.get(hit.id, hit.id), []).append(hit.score)
+    pool = POOLINGS[pooling]
+    pooled = sorted((ScoredId(parent, float(pool(found))) for parent, found in scores.items()),
+                    key=lambda hit: (-hit.score, hit.id))
+    return pooled if depth is None else pooled[:depth]

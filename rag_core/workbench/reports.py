@@ -21,6 +21,7 @@ from rag_core.evaluate.metrics import metric_names
 from rag_core.evaluate.relevance import LEVELS
 from rag_core.retrieve.pipeline import shown_stages
 from rag_core.retrieve.retrievers import retriever_choices
+from rag_core.retrieve.windows import UNREAD_WARN_SHARE
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
@@ -117,6 +118,13 @@ def explain_retrieval_settings(retrieval: "Retrieval", config: "RagConfig | None
     if retrieval.child_ranking:
         lines.append(f"parent-child: {len(retrieval.child_ranking)} child chunks ranked, collapsed to their parents "
                      "(each at its best child's rank); the passages above are the parents")
+    matched = expansion.get("dense_windows", {})  # unit id -> its best window, for units of several windows
+    shown = [(position, matched[hit.chunk.id]) for position, hit in enumerate(retrieval.hits, start=1)
+             if hit.chunk.id in matched]
+    if shown:
+        pooling = f" (dense_pooling {config.dense_pooling})" if config is not None else ""
+        lines.append(f"dense windows{pooling}: the passage's best window, as the model read it")
+        lines += [f"  #{position}: {window}" for position, window in shown]
     return [""] + lines if lines else []
 
 
@@ -158,12 +166,31 @@ def format_eval_report(report: "EvalReport") -> str:
                      + (f" ({rate:.1f} chunks/s)" if rate else "")
                      + f", {int(index.get('embed_cache_hits', 0))} from cache; {int(index.get('truncated', 0))} chunks "
                      f"({100 * index.get('truncated_share', 0.0):.1f}%) longer than the model's "
-                     f"{int(index.get('max_seq_length', 0))} tokens")
+                     f"{int(index.get('max_seq_length', 0))} tokens"
+                     + (f" ({int(index['windows'])} windows embedded, dense_pooling {params.get('dense_pooling')})"
+                        if index.get("windows", 0) > index.get("chunks", 0) else ""))
+        lines += dense_reading_lines(0.0, index.get("unread_share", 0.0), "", warn=False)  # the build warned
         lines.append(f"Embedding model: {params['embed_model_used']}")
     if "rerank_model_used" in params:
         lines.append(f"Re-rank: {int(metrics.get('rerank/pairs_scored', 0))} pairs scored, "
                      f"{int(metrics.get('rerank/cache_hits', 0))} from cache; model: {params['rerank_model_used']}")
     return "\n".join(lines)
+
+
+def dense_reading_lines(longer_share: float, unread_share: float, where: str, warn: bool = True) -> list[str]:
+    """How much of the indexed text dense search reads: units longer than the embedding model's window
+    (`longer_share`, when known) and the share never read (``dense_pooling: first``); with `warn`, one
+    warning line above ``UNREAD_WARN_SHARE`` naming the setting that fixes it."""
+    lines = []
+    if longer_share or unread_share:
+        lines.append(f"Dense search, {where}" + (f"{100 * longer_share:.0f}% of units longer than the embedding "
+                                                f"model's window, " if longer_share else "")
+                     + (f"{100 * unread_share:.1f}% of the indexed text never read (dense_pooling first)"
+                        if unread_share else "every word read (windows)"))
+    if warn and unread_share > UNREAD_WARN_SHARE:
+        lines.append(f"warning: dense search never reads {100 * unread_share:.0f}% of the indexed text ({where}"
+                     "dense_pooling first truncates); set dense_pooling: mean_top2 to embed long units as windows")
+    return lines
 
 
 def show(evaluation: "EvalRun") -> None:
@@ -222,6 +249,8 @@ def format_sweep(result: "SweepResult", wide: bool = False) -> str:
         f"query candidate lists reused ({int(work['sweep/candidates_computed'])} computed), "
         f"{int(work['sweep/rerank_pairs_scored'])} cross-encoder pairs scored "
         f"({int(work['sweep/rerank_cache_hits'])} from cache); {work['sweep/wall_seconds']:.0f} s",
+        *dense_reading_lines(work.get("sweep/truncated_share_max", 0.0), work.get("sweep/unread_share_max", 0.0),
+                             "the worst point: "),
         f"MLflow: experiment {result.experiment!r}, parent run {result.parent_run_id} ({result.tracking_uri})",
         f"Executed notebooks: {result.output_dir}",
     ]

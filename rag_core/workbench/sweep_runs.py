@@ -88,6 +88,9 @@ def log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points
         "sweep/notebook_seconds": total("timing/notebook_seconds"),
         "sweep/kernels_started": float(kernels_started),
         "sweep/wall_seconds": wall_seconds,
+        # the worst point: units longer than the embedding model's window, and text dense search never reads
+        "sweep/truncated_share_max": max((m.get("index/truncated_share", 0.0) for m in done), default=0.0),
+        "sweep/unread_share_max": max((m.get("index/unread_share", 0.0) for m in done), default=0.0),
     }
     work.update({f"sweep/prebuild_{name}": prebuilt(name) for name in ("chunkings_built", "dense_indexes_built",
                                                                        "embedded", "embed_cache_hits")})

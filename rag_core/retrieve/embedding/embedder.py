@@ -215,6 +215,46 @@ class Embedder:
         undecided = [text for text, head, longer in zip(texts, heads, over) if not longer and head is not text]
         return sum(over) + sum(length > limit for length in self._token_counts(undecided))
 
+    @property
+    def window_tokens(self) -> int:
+        """Tokens of text one input of the model holds: ``max_seq_length`` less the special tokens and
+        the document prompt's tokens (what a window of ``rag_core.retrieve.windows`` may hold)."""
+        model = self.loaded.model
+        tokenizer = model.tokenizer
+        prompt = (getattr(model, "prompts", None) or {}).get("document", "")
+        prompt_tokens = len(tokenizer(prompt, add_special_tokens=False)["input_ids"]) if prompt else 0
+        return max(1, self.max_seq_length - tokenizer.num_special_tokens_to_add(False) - prompt_tokens)
+
+    def token_offsets(self, texts: Sequence[str], whole: bool = True) -> list[list[tuple[int, int]]]:
+        """Each text's tokens as (start, end) character offsets, special tokens left out. Without
+        `whole`, a long text's head only (cut at a space, as ``count_truncated`` does) when the head
+        already holds more than ``window_tokens``: enough to know what truncation reads."""
+        limit = self.window_tokens
+        if whole:
+            return self._offsets(texts)
+        cut = (limit + 1) * HEAD_CHARS_PER_TOKEN
+        heads = [text[:space] if len(text) > cut and (space := text.rfind(" ", 0, cut)) > 0 else text
+                 for text in texts]
+        found = self._offsets(heads)
+        undecided = [i for i, (text, head, offsets) in enumerate(zip(texts, heads, found))
+                     if head is not text and len(offsets) <= limit]
+        for i, offsets in zip(undecided, self._offsets([texts[i] for i in undecided])):
+            found[i] = offsets
+        return found
+
+    def count_tokens(self, text: str) -> int:
+        """The model's tokens in `text`, special tokens not counted (``chunk_unit: tokens``)."""
+        return len(self.loaded.model.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def _offsets(self, texts: Sequence[str]) -> list[list[tuple[int, int]]]:
+        tokenizer = self.loaded.model.tokenizer
+        found: list[list[tuple[int, int]]] = []
+        for start in range(0, len(texts), 256):
+            encoded = tokenizer(list(texts[start : start + 256]), add_special_tokens=False, truncation=False,
+                                return_offsets_mapping=True)["offset_mapping"]
+            found += [[(int(a), int(b)) for a, b in offsets] for offsets in encoded]
+        return found
+
     def _token_counts(self, texts: Sequence[str]) -> list[int]:
         tokenizer = self.loaded.model.tokenizer
         counts: list[int] = []

@@ -131,6 +131,12 @@ RETRIEVERS.register(
                 "approximate", choices=("auto", "exact", "approximate"), group="vector_store"),
         Setting("dense_exact_max", int, 50_000, "dense_search auto: the most chunks searched exactly",
                 minimum=0, group="vector_store"),
+        Setting("dense_pooling", str, "mean_top2", "a unit (chunk, parent, child) longer than the embedding model's window "
+                "is embedded as overlapping windows, scored by its best window (max) or the mean of its two best "
+                "(mean_top2); first: no windows, the model reads the first window's tokens only (truncation)",
+                choices=("max", "mean_top2", "first"), group="embedding"),
+        Setting("dense_stride", int, 0, "tokens between the starts of a unit's windows (0 = three quarters of the "
+                "model's window; at most the window)", minimum=0, group="embedding"),
     ],
 )
 RETRIEVERS.register(
