@@ -7,7 +7,11 @@ those of issue 20: links out of the input folder, files in other encodings, nest
 bombs, booleans, sweep names, control characters on the terminal, MLflow tracking stores that
 cannot be used, files that vanish or are renamed, staged files of an interrupted ingest, damaged
 store files (the documents' and the derived ones: Chroma's database, dense manifests, ONNX exports,
-repaired by ``ingest`` or ``repair``), a read-only store, and prompt forging by the question.
+repaired by ``ingest`` or ``repair``), a read-only store, and prompt forging by the question; and
+those of issue 33: two folders with a file of the same name in one store, ``repair`` and ``ingest``
+on a folder that is not a store, plugins that break their contract (unknown ids, NaN scores, an id
+three times, a search that raises, duplicate and out-of-range spans), a file name that is not UTF-8,
+a file-size limit, a reader that closes the pipe, a deleted working folder, and a 10,000-point sweep.
 
 Prints one line per probe (PASS/FAIL/SKIP, with the reason) and a summary: how many passed and how
 many printed a traceback; writes benchmarks/results/probes.json. Exit code 1 when any probe failed.
@@ -60,19 +64,23 @@ class Probe:
     tags: list[str] = field(default_factory=list)
 
 
-def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None) -> Outcome:
+def cli(*args: str, env: dict[str, str] | None = None, timeout: float = 300, cwd: Path | None = None,
+        file_size: int | None = None) -> Outcome:
+    """`args` run as ``rag-pipeline`` (`file_size`: the most bytes any file may grow to, as ``ulimit -f``)."""
     started = time.perf_counter()
     try:
         done = subprocess.run([sys.executable, "-m", "rag_core.cli", *args], capture_output=True, text=True,
                               env={**os.environ, **(env or {})}, timeout=timeout, cwd=cwd, errors="replace",
-                              preexec_fn=_limit_memory)
+                              preexec_fn=lambda: _limit_memory(file_size))
         return Outcome(done.returncode, done.stdout, done.stderr, time.perf_counter() - started)
     except subprocess.TimeoutExpired as exc:
         return Outcome(-9, str(exc.stdout or ""), f"timed out after {timeout} s", time.perf_counter() - started)
 
 
-def _limit_memory() -> None:
+def _limit_memory(file_size: int | None = None) -> None:
     resource.setrlimit(resource.RLIMIT_DATA, (MEMORY_LIMIT, MEMORY_LIMIT))
+    if file_size is not None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
 
 
 def python(code: str) -> Outcome:
@@ -376,6 +384,134 @@ def read_only_store(root: Path) -> Outcome | str:
         subprocess.run(["umount", str(mount)], capture_output=True)
 
 
+# --- issue 33 ------------------------------------------------------------------------------------
+def name_clash(root: Path) -> Outcome:
+    """A/alpha.txt ingested, then B/alpha.txt into the same store."""
+    for name, text in (("A", "Alpha: the zorblat reactor runs on flux crystals."),
+                       ("B", "Alpha, second edition: the quintessence drive needs warp coils.")):
+        (root / name).mkdir()
+        (root / name / "alpha.txt").write_text(text)
+    cli("ingest", "--input", str(root / "A"), "--store", str(root / "s"), *BASE)
+    return cli("ingest", "--input", str(root / "B"), "--store", str(root / "s"), *BASE)
+
+
+def first_kept(outcome: Outcome, root: Path) -> str | None:
+    problem = one_error(2, "already holds alpha.txt from another folder")(outcome, root)
+    if problem:
+        return problem
+    found = cli("query", "zorblat reactor flux crystals", "--no-llm", "--json", "--store", str(root / "s"), *BASE)
+    passages = json.loads(found.stdout)["passages"] if found.code == 0 else []
+    return None if passages and "zorblat" in passages[0]["text"] else "the first folder's alpha.txt is gone"
+
+
+def foreign_folder(*command: str):
+    """`command` with --store on a folder of the user's that holds a store's file names."""
+    def run(root: Path) -> Outcome:
+        folder = root / "mine"
+        (folder / "documents").mkdir(parents=True)
+        (folder / "documents" / "registry.json").write_text('{"tax": "2024 receipts"}')
+        (folder / "cache.sqlite").write_bytes(b"SQLite format 3\x00" + b"\x00" * 4080)
+        return cli(*[part.replace("{docs}", str(documents(root))) for part in command], "--store", str(folder), *BASE)
+
+    def check(outcome: Outcome, root: Path) -> str | None:
+        touched = sorted(str(path.relative_to(root / "mine")) for path in (root / "mine").rglob("*"))
+        if touched != ["cache.sqlite", "documents", "documents/registry.json"]:
+            return f"the folder now holds {touched}"
+        return one_error(2, "nothing was changed")(outcome, root)
+    return run, check
+
+
+FAULTY_PLUGIN = '''
+from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
+from rag_core.records import ScoredId
+from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever
+class Faulty(Retriever):
+    def build(self, chunks):
+        self.ids = list(chunks.ids)
+    def search(self, query, depth, allowed_doc_ids=None):
+        return Ranked(self.hits())
+def explode(*args):
+    raise RuntimeError("index exploded")
+RETRIEVERS.register("unknown_ids", type("U", (Faulty,), {"hits": lambda self: [ScoredId("no-such-chunk", 1.0)]}))
+RETRIEVERS.register("nan_scores", type("N", (Faulty,), {"hits": lambda self: [ScoredId(i, float("nan")) for i in self.ids]}))
+RETRIEVERS.register("thrice", type("T", (Faulty,), {"hits": lambda self: [ScoredId(self.ids[0], 1.0)] * 3}))
+RETRIEVERS.register("raises", type("R", (Faulty,), {"hits": explode}))
+CHUNKERS.register("duplicate_spans", type("D", (Chunker,), {
+    "chunk": lambda self, document: [span_chunk(document, 0, len(document.text))] * 2}))
+CHUNKERS.register("out_of_range", type("O", (Chunker,), {
+    "chunk": lambda self, document: [span_chunk(document, 0, len(document.text) + 50)]}))
+'''
+
+
+def faulty_plugin(command: str, *flags: str) -> Callable[[Path], Outcome]:
+    def run(root: Path) -> Outcome:
+        (root / "faulty.py").write_text(FAULTY_PLUGIN)
+        where = (["query", "zorblat reactor", "--no-llm", "--json", "--store", str(store(root))] if command == "query"
+                 else ["ingest", "--input", str(documents(root)), "--store", str(root / "s")])
+        return cli(*where, *BASE, "--plugins", str(root / "faulty.py"), *flags)
+    return run
+
+
+def latin_name(root: Path) -> Outcome:
+    folder = root / "latin"
+    folder.mkdir()
+    with open(os.path.join(os.fsencode(folder), b"caf\xe9.txt"), "wb") as handle:
+        handle.write(b"Cafe: the zorblat reactor runs on flux crystals.")
+    cli("ingest", "--input", str(folder), "--store", str(root / "s"), *BASE)
+    return cli("query", "zorblat reactor", "--no-llm", "--store", str(root / "s"), *BASE)
+
+
+def file_size_limit(root: Path) -> Outcome:
+    big = root / "big"
+    big.mkdir()
+    (big / "long.txt").write_text(" ".join(f"word{number}" for number in range(40_000)))  # 350 KB
+    return cli("ingest", "--input", str(big), "--store", str(store(root)), *BASE, file_size=100_000)
+
+
+def store_intact(outcome: Outcome, root: Path) -> str | None:
+    problem = one_error(1, "File too large")(outcome, root)
+    if problem:
+        return problem
+    found = cli("query", "zorblat reactor flux crystals", "--no-llm", "--store", str(root / "store"), *BASE)
+    return None if found.code == 0 and "alpha.txt" in found.stdout else "the store no longer answers"
+
+
+def closed_pipe(root: Path) -> Outcome:
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "rag_core.cli", "components", "--json"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    process.stdout.close()  # `| head -c 0`
+    err = process.stderr.read().decode(errors="replace")
+    return Outcome(process.wait(timeout=120), "", err, time.perf_counter() - started)
+
+
+def deleted_cwd(root: Path) -> Outcome:
+    started = time.perf_counter()
+    gone = root / "gone"
+    gone.mkdir()
+    done = subprocess.run(["sh", "-c", f'cd "{gone}" && rmdir "{gone}" && exec "{sys.executable}" -m rag_core.cli '
+                                       f'query anything --store "{root / "s"}" --plugins plugin.py'],
+                          capture_output=True, text=True, timeout=120)
+    return Outcome(done.returncode, done.stdout, done.stderr, time.perf_counter() - started)
+
+
+def big_sweep(root: Path) -> Outcome:
+    values = ", ".join(str(value) for value in range(1, 11))
+    (root / "big.yaml").write_text(
+        f"name: big\ninput: {documents(root)}\ngolden: {golden(root)}\nbase: {{mode: bm25, rerank_depth: 0}}\n"
+        f"grid: {{k: [{values}], retrieve_depth: [{values}], rrf_k: [{values}], chunk_size: "
+        f"[{', '.join(str(64 * value) for value in range(2, 12))}]}}\n")
+    return cli("sweep", str(root / "big.yaml"), "--dry-run", "--store", str(store(root)), timeout=120)
+
+
+def planned_with_progress(outcome: Outcome, root: Path) -> str | None:
+    if outcome.traceback or outcome.code != 0:
+        return f"exit {outcome.code}: {outcome.stderr.strip()[-200:]}"
+    if "10000/10000" not in outcome.stderr:
+        return "no progress while the 10,000 points were checked"
+    return None if "10000" in outcome.stdout.replace(",", "") else "the estimate does not count 10,000 points"
+
+
 FORGE = r'''
 import re
 from rag_core.evaluate.judge import judge_prompt
@@ -453,6 +589,34 @@ def probes() -> list[Probe]:
         found.append(Probe(f"damaged store: dense manifest {how}",
                            *derived_damaged("chunks/*/dense-*.json", how, query_fails=False), ["damaged store", "dense"]))
     found += [
+        Probe("a file of the same name in a second folder never replaces the first", name_clash, first_kept,
+              ["name clash"]),
+        Probe("repair of a folder that is not a store touches nothing", *foreign_folder("repair"), ["not a store"]),
+        Probe("ingest into a folder that is not a store touches nothing",
+              *foreign_folder("ingest", "--input", "{docs}"), ["not a store"]),
+        Probe("a retriever plugin returning an unknown id", faulty_plugin("query", "--mode", "unknown_ids"),
+              one_error(1, "retriever 'unknown_ids'", "not in the index"), ["plugin faults"]),
+        Probe("a retriever plugin returning NaN scores", faulty_plugin("query", "--mode", "nan_scores"),
+              one_error(1, "retriever 'nan_scores'", "score nan"), ["plugin faults"]),
+        Probe("a retriever plugin returning one id three times", faulty_plugin("query", "--mode", "thrice"),
+              one_error(1, "retriever 'thrice'", "more than once"), ["plugin faults"]),
+        Probe("a retriever plugin whose search raises", faulty_plugin("query", "--mode", "raises"),
+              one_error(1, "retriever 'raises'", "RuntimeError: index exploded"), ["plugin faults"]),
+        Probe("a chunker plugin returning duplicate spans", faulty_plugin("ingest", "--chunker", "duplicate_spans"),
+              one_error(1, "chunker 'duplicate_spans'", "twice"), ["plugin faults"]),
+        Probe("a chunker plugin returning a span outside the text", faulty_plugin("ingest", "--chunker", "out_of_range"),
+              one_error(1, "chunker 'out_of_range'", "outside the text"), ["plugin faults"]),
+        Probe("a file name that is not UTF-8 is ingested", latin_name, succeeds(stdout_has="caf\\udce9.txt"),
+              ["file names"]),
+        Probe("a file-size limit (ulimit -f) is one line and the store stays", file_size_limit, store_intact,
+              ["file-size limit"]),
+        Probe("output piped into a reader that closes", closed_pipe,
+              lambda outcome, root: None if outcome.code == 141 and not outcome.stderr
+              else f"exit {outcome.code}: {outcome.stderr.strip()[-200:]}", ["broken pipe"]),
+        Probe("running from a deleted working folder", deleted_cwd, one_error(1, "working folder no longer exists"),
+              ["working folder"]),
+        Probe("a 10,000-point sweep --dry-run shows progress and finishes", big_sweep, planned_with_progress,
+              ["large sweep"]),
         Probe("damaged store: ONNX export model.onnx truncated",
               *derived_damaged("onnx/*/model.onnx", "truncated", query_fails=True, repair="repair", backend="onnx"),
               ["damaged store", "onnx"]),

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, ItemsView, Iterator, Mapping
 
 import yaml
 
@@ -219,6 +219,9 @@ class _EnvOverrides(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._table())
+
+    def items(self) -> ItemsView[str, str]:  # one table, not one per key (load_config runs once per sweep point)
+        return self._table().items()
 
 
 ENV_OVERRIDES: Mapping[str, str] = _EnvOverrides()

@@ -7,8 +7,8 @@ prompt. So ingestion turns every path into a printable id once, and that id is w
 prompt, citations, the CLI and MLflow see:
 
 - ``printable_doc_id(path)``: ``\\`` becomes ``\\\\`` and each control character its escape
-  (``\\n``, ``\\t``, ``\\x1b``, ``\\u2028``), so two different paths never share an id and an
-  ordinary path is unchanged.
+  (``\\n``, ``\\t``, ``\\x1b``, ``\\u2028``; a byte of a name that is not UTF-8, ``\\udce9``), so two
+  different paths never share an id and an ordinary path is unchanged.
 - ``escape_controls(text)``: only the control characters; for text that may hold an id that did not
   come through ingestion (an older store, a BEIR corpus id), where it is printed as one line.
 - ``escape_terminal(text)``: the same but keeping newlines and tabs, for text shown in a terminal
@@ -22,8 +22,10 @@ from __future__ import annotations
 
 import unicodedata
 
-# Control (Cc), format (Cf: bidi overrides) and line / paragraph separators (Zl, Zp).
-_UNPRINTABLE = {"Cc", "Cf", "Zl", "Zp"}
+# Control (Cc), format (Cf: bidi overrides), line / paragraph separators (Zl, Zp), and surrogates (Cs):
+# a file name that is not valid UTF-8 reaches Python with each bad byte as a lone surrogate
+# (``b"caf\xe9.txt"`` -> ``"caf\udce9.txt"``), which no UTF-8 text, JSON file or terminal can hold.
+_UNPRINTABLE = {"Cc", "Cf", "Zl", "Zp", "Cs"}
 _SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

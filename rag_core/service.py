@@ -15,7 +15,10 @@ An ingest of a folder reconciles the store with it: a registered document whose 
 folder and is gone (deleted, renamed, replaced by a folder) is removed from the registry and so from
 every index built afterwards (the indexes are keyed by the corpus), unless ``keep_missing``; a
 rename is a removal and an addition. Documents ingested from other folders are left alone, and so
-is a file that is still there but cannot be read now (its last good version stays). The report
+is a file that is still there but cannot be read now (its last good version stays); a file whose id
+the store holds for a file of another folder that still exists (``A/alpha.txt`` stored, ``B/alpha.txt``
+read: both ``alpha.txt``) is skipped with the reason, never replacing it. A store folder that holds a
+store's file names but no ingest wrote (``store_check.foreign_folder``) is refused before anything. The report
 says how many were removed (``removed``) and which (``removed_documents``). What an interrupted
 ingest staged and never registered is deleted by the next one (``cleaned_bytes``).
 Left out: waiting for an ingest before querying (queries see the last complete one), evaluation
@@ -37,15 +40,17 @@ from pathlib import Path
 from typing import Any
 
 from rag_core.config import RagConfig
+from rag_core.doc_ids import escape_controls
 from rag_core.errors import BadInput, StoreError
 from rag_core.generate.answer import Answer, answer_question
-from rag_core.ingest.corpus import DocumentStore, exclusive_lock, store_corpus, write_json_atomic
-from rag_core.ingest.files import read_documents
+from rag_core.ingest.corpus import Corpus, DocumentStore, exclusive_lock, store_corpus, write_json_atomic
+from rag_core.ingest.files import IngestResult, Skipped, read_documents
 from rag_core.records import Document
 from rag_core.retrieve.embedding import EMBED_BACKENDS
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.retrieve.retrievers import uses_embedder
-from rag_core.retrieve.store_check import ONNX_EXPORT_DELETED, check_store, repair_store
+from rag_core.retrieve.store_check import (ONNX_EXPORT_DELETED, STORE_MARKERS, check_store, foreign_folder, is_store,
+                                           repair_store)
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +67,12 @@ def store_access(store_dir: Path):
             raise
         where = getattr(exc, "filename", None) or store_dir
         cause = getattr(exc, "strerror", None) or str(exc)
+        if getattr(exc, "errno", None) == errno.EFBIG:
+            cause += " (over the file-size limit: see ulimit -f)"
         raise StoreError(f"cannot use the store {store_dir}: {where}: {cause}") from None
 
 
-_STORE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR}
+_STORE_ERRNOS = {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EFBIG}
 
 
 def _is_store_failure(exc: Exception, store_dir: Path) -> bool:
@@ -85,6 +92,9 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
     if not input_dir.exists():
         raise FileNotFoundError(f"input folder not found: {input_dir}")
     with store_access(store_dir):
+        if foreign := foreign_folder(store_dir):
+            raise BadInput(f"--store {store_dir} holds {', '.join(foreign)} but no ingest wrote it (no "
+                           f"{' or '.join(STORE_MARKERS)}): give a new or empty folder for the store; nothing was changed")
         started = time.perf_counter()
         result = read_documents(input_dir, progress=progress, extract_tables=config.extract_tables,
                                 cache_dir=store_dir / "extracted")
@@ -98,7 +108,10 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
             documents = DocumentStore(store_dir)
             report.update(repair_store(store_dir))  # damaged documents, Chroma, cache, manifests, ONNX exports
             report["cleaned_bytes"] = documents.clean_staged() + _clean_stale_temporaries(store_dir)
-            gone = [] if keep_missing or not result.documents else _gone(documents, input_dir, result)
+            stored = documents.corpus()
+            result = _refuse_clashes(stored, input_dir, result)
+            report.update(documents_read=len(result.documents), skipped=[asdict(item) for item in result.skipped])
+            gone = [] if keep_missing or not result.documents else _gone(stored, input_dir, result)
             report.update(removed=len(gone), removed_documents=gone)
             return _ingest_locked(result.documents, store_dir, config, progress, report, gone)
 
@@ -123,14 +136,34 @@ def _clean_stale_temporaries(store_dir: Path) -> int:
     return freed
 
 
-def _gone(documents: DocumentStore, input_dir: Path, result: Any) -> list[str]:
+def _refuse_clashes(stored: Corpus, input_path: Path, result: IngestResult) -> IngestResult:
+    """`result` less the documents whose id the store holds for a file outside this input folder
+    that still exists (``A/alpha.txt`` stored, ``B/alpha.txt`` read: both are ``alpha.txt``); those
+    are skipped with the reason, so the other folder's document is never replaced. A stored file
+    that is gone (its folder was moved or renamed) is no clash: the new file replaces it."""
+    folder = os.path.realpath(input_path if input_path.is_dir() else input_path.parent)
+    by_id, kept, clashes = stored.by_id, [], []
+    for document in result.documents:
+        other = by_id.get(document.doc_id)
+        if other is not None and other.source and other.source != document.source \
+                and not Path(other.source).is_relative_to(folder) and os.path.lexists(other.source):
+            clashes.append(Skipped(document.doc_id, (
+                f"the store already holds {document.doc_id} from another folder ({escape_controls(other.source)}); "
+                "not replaced: ingest the two folders into different --store folders, or their common parent "
+                "folder (ids then keep the folder)")))
+        else:
+            kept.append(document)
+    return IngestResult(kept, [*result.skipped, *clashes]) if clashes else result
+
+
+def _gone(stored: Corpus, input_dir: Path, result: Any) -> list[str]:
     """Registered documents whose file was below `input_dir` and is no longer there (neither read nor
     skipped by this ingest); only for a folder (a single file given as input removes nothing)."""
     if not input_dir.is_dir():
         return []
     folder, seen = os.path.realpath(input_dir), {doc.doc_id for doc in result.documents}
     seen |= {item.path for item in result.skipped}
-    return sorted(doc.doc_id for doc in documents.corpus().documents
+    return sorted(doc.doc_id for doc in stored.documents
                   if doc.doc_id not in seen and doc.source and Path(doc.source).is_relative_to(folder))
 
 
@@ -178,6 +211,9 @@ def repair_indexes(store_dir: Path, config: RagConfig, check_only: bool = False,
     when repairing, what ``repair_store`` did and the rebuilt index's ``chunks``."""
     if not (store_dir / "documents").is_dir():
         raise BadInput(f"no store at {store_dir} (no documents/ folder): give the folder an ingest wrote")
+    if not is_store(store_dir):
+        raise BadInput(f"no store at {store_dir} (no {' or '.join(STORE_MARKERS)}, which every ingest leaves): "
+                       "give the folder an ingest wrote; nothing was changed")
     with store_access(store_dir):
         found = [str(exc) for exc in check_store(store_dir)]
         report: dict[str, Any] = {"store": str(store_dir), "damaged": found}

@@ -33,7 +33,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rag_core.cli import calibrate_judge, components, finetune, ingest, make_golden, query, repair, sweep, tune_fusion  # noqa: E402
 from rag_core.cli import eval as evaluate  # noqa: E402
-from rag_core.cli.common import EXIT_BAD_INPUT, add_common_arguments, known_failure  # noqa: E402
+from rag_core.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, add_common_arguments, known_failure  # noqa: E402
 from rag_core.config import ConfigError  # noqa: E402
 from rag_core.doc_ids import escape_terminal  # noqa: E402
 
@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    try:
+        os.getcwd()
+    except FileNotFoundError:  # relative paths, plugins and the default store all hang off it
+        print("error: the current working folder no longer exists (deleted or moved away); cd into an existing "
+              "folder and run the command again", file=sys.stderr)
+        return EXIT_FAILURE
     try:  # plugins named on the command line first: their settings become flags
         components.preload_plugins(sys.argv[1:] if argv is None else argv)
     except ConfigError as exc:
@@ -70,6 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("rag_core.ingest.files").setLevel(logging.ERROR)  # the ingest summary lists skipped files
     try:
         return args.run(args)
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as a shell tool does
+        _quiet_after_broken_pipe()
+        return EXIT_BROKEN_PIPE
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -84,6 +93,20 @@ def main(argv: list[str] | None = None) -> int:
         message, code = failure
         print(f"error: {escape_terminal(message)}", file=sys.stderr)
         return code
+
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe
+
+
+def _quiet_after_broken_pipe() -> None:
+    """Point stdout and stderr at /dev/null, so that flushing them at exit raises nothing more (Python
+    would print "Exception ignored ... BrokenPipeError")."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # a stream without a descriptor (captured in tests)
+            pass
 
 
 def _quiet_after_interrupt() -> None:

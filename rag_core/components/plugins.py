@@ -34,9 +34,17 @@ def is_plugin_file(entry: str) -> bool:
 
 
 def resolve_plugins(entries: Iterable[str], base_dir: str | Path | None) -> tuple[str, ...]:
-    """`entries` with each plugin file made absolute against `base_dir` (module names unchanged)."""
-    base = Path(base_dir) if base_dir is not None else Path.cwd()
-    return tuple(str((base / entry).resolve()) if is_plugin_file(entry) else entry for entry in map(str, entries))
+    """`entries` with each plugin file made absolute against `base_dir` (default: the working folder;
+    module names unchanged)."""
+    entries = tuple(map(str, entries))
+    if base_dir is None and any(is_plugin_file(entry) and not Path(entry).is_absolute() for entry in entries):
+        try:
+            base_dir = Path.cwd()
+        except FileNotFoundError:
+            raise ConfigError("the working folder no longer exists: give plugin files as absolute paths, or cd into "
+                              "an existing folder") from None
+    base = Path(base_dir) if base_dir is not None else Path("/")
+    return tuple(str((base / entry).resolve()) if is_plugin_file(entry) else entry for entry in entries)
 
 
 def load_plugins(entries: Sequence[str], base_dir: str | Path | None = None) -> None:

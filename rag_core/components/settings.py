@@ -197,8 +197,9 @@ class SettingsTable:
 
     def __iter__(self) -> Iterator[Setting]:
         order = {group: position for position, group in enumerate(GROUPS)}
-        declared = list(self._settings.values())
-        return iter(sorted(declared, key=lambda s: (order.get(s.group, len(GROUPS)), declared.index(s))))
+        # a stable sort keeps declaration order within a group (declared.index(s) as a key was quadratic,
+        # with a dataclass comparison per step: 40 s of a 10,000-point sweep's loading)
+        return iter(sorted(self._settings.values(), key=lambda s: order.get(s.group, len(GROUPS))))
 
     def __contains__(self, name: object) -> bool:
         return name in self._settings

@@ -25,9 +25,9 @@ import re
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rag_core.components import SETTINGS, Registry, Rule, Setting
+from rag_core.components.faults import calling, component_fault
 from rag_core.records import Chunk, Document
 
-from rag_core.components.faults import calling, component_fault
 CHUNKERS = Registry("chunker", setting="chunker", group="chunking")
 DEFAULT_CHUNKER = "recursive"
 
@@ -193,19 +193,6 @@ class Chunker:
         return chunks
 
 
-def span_chunk(document: Document, start: int, end: int) -> Chunk:
-    """The chunk of `document` spanning ``text[start:end]``: its id, text and pages."""
-    text = document.text[start:end]
-    return Chunk(Chunk.make_id(document.doc_id, start, end, text), document.doc_id, text, start, end,
-                 document.page_at(start), document.page_at(end - 1))
-
-
-class RecursiveChunker(Chunker):
-    count: Count = staticmethod(count_words)  # chunk_unit tokens: the embedding model's counter (make_chunker)
-
-    def chunk(self, document: Document) -> list[Chunk]:
-        return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page, self.count)
-
 def _span_problem(chunk: Any, document: Document, seen: set[str]) -> str | None:
     if not isinstance(chunk, Chunk):
         return f"a {type(chunk).__name__}, not a Chunk,"
@@ -221,6 +208,19 @@ def _span_problem(chunk: Any, document: Document, seen: set[str]) -> str | None:
         return f"the chunk {span} (id {chunk.id!r}) twice"
     return None
 
+
+def span_chunk(document: Document, start: int, end: int) -> Chunk:
+    """The chunk of `document` spanning ``text[start:end]``: its id, text and pages."""
+    text = document.text[start:end]
+    return Chunk(Chunk.make_id(document.doc_id, start, end, text), document.doc_id, text, start, end,
+                 document.page_at(start), document.page_at(end - 1))
+
+
+class RecursiveChunker(Chunker):
+    count: Count = staticmethod(count_words)  # chunk_unit tokens: the embedding model's counter (make_chunker)
+
+    def chunk(self, document: Document) -> list[Chunk]:
+        return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page, self.count)
 
 
 def make_chunker(config: Any, count_tokens: Count | None = None) -> Chunker:

@@ -12,6 +12,9 @@ What is checked (each failure is a ``DamagedStore`` naming the file and the repa
   come from the embedding cache), with a warning.
 - ONNX exports ``onnx/<key>/``: ``export.json`` readable and complete, ``model.onnx`` a whole ONNX
   model (``check_onnx_export``).
+A folder is a store when an ingest wrote it (``is_store``: the lock files every ingest leaves); a
+folder that holds files of a store's names without them is someone else's (``foreign_folder``), and
+neither ``repair`` nor ``ingest`` touches it.
 
 ``repair_store`` (run under the ingest lock by every ingest and, with ``quick_check``, by
 ``rag-pipeline repair``) repairs the documents (``DocumentStore.repair``), sets a damaged Chroma
@@ -46,6 +49,26 @@ ONNX_EXPORT_DELETED = "the model is exported again"  # in repair_store's line fo
 MANIFEST_FIELDS = {"model": str, "collection": str, "chunks": int, "truncated": int, "max_seq_length": int}
 
 
+STORE_MARKERS = ("ingest.lock", "documents/.lock")  # every ingest (and registry write) leaves them behind
+STORE_FILES = ("documents/registry.json", "cache.sqlite", "chroma/chroma.sqlite3")  # what a repair may set aside
+
+
+def foreign_folder(store_dir: Path) -> list[str]:
+    """The files of `store_dir` that a repair would set aside or rewrite, when the folder is not one an
+    ingest wrote (none of ``STORE_MARKERS``): a user's own ``cache.sqlite`` or ``documents/registry.json``
+    that no ingest or repair may touch. Empty for a store, a new or an unrelated folder."""
+    store_dir = Path(store_dir)
+    if any((store_dir / marker).exists() for marker in STORE_MARKERS):
+        return []
+    return [name for name in STORE_FILES if (store_dir / name).exists()]
+
+
+def is_store(store_dir: Path) -> bool:
+    """Whether `store_dir` is a folder an ingest wrote: a ``documents/`` folder and a store marker."""
+    store_dir = Path(store_dir)
+    return (store_dir / "documents").is_dir() and any((store_dir / marker).exists() for marker in STORE_MARKERS)
+
+
 def chroma_file(store_dir: Path) -> Path:
     return Path(store_dir) / "chroma" / "chroma.sqlite3"
 
@@ -62,6 +85,8 @@ def check_sqlite(path: Path, store_dir: Path, tables: frozenset[str], owner: str
         raise derived_damage(path, store_dir, "not an SQLite database")
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
+    if page_size < 512 or page_size & (page_size - 1):  # a power of two from 512 to 65536 in every SQLite file
+        raise derived_damage(path, store_dir, f"not an SQLite database (its header's page size is {page_size})")
     pages = int.from_bytes(header[28:32], "big")
     wal = Path(f"{path}-wal")
     if (not wal.exists() or not wal.stat().st_size) and (size % page_size or size < pages * page_size):

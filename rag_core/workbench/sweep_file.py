@@ -39,6 +39,7 @@ import functools
 import hashlib
 import itertools
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,12 +52,14 @@ from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, 
 from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC, metric_names
 from rag_core.evaluate.relevance import LEVELS
 from rag_core.ingest.chunking import chunker_key
+from rag_core.progress import progress
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
 from rag_core.workbench.holdout import check_holdout
 from rag_core.workbench.search_space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
 from rag_core.workbench.selection import check_select
 
+PROGRESS_MIN_POINTS = 2000  # a grid this large takes seconds to check (about 0.5 ms a point): show a bar
 _PLAIN_NAME = re.compile(r"\w[\w .+=@,-]{0,99}")  # no '/', '\\', no '.' first, no control characters
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
               "primary_metric", "plugins", "base", "grid", "points",
@@ -147,6 +150,8 @@ class SweepSpec:
         points, skipped = [], []
         keys = list(self.grid)
         combinations = itertools.product(self.listed or ({},), itertools.product(*self.grid.values()))
+        total = len(self.listed or ({},)) * math.prod(len(values) for values in self.grid.values())
+        combinations = progress(combinations, total >= PROGRESS_MIN_POINTS, "Checking sweep points", "point", total)
         for number, (listed, values) in enumerate(combinations, start=1):
             changes = {**listed, **dict(zip(keys, values))}
             try:

@@ -31,3 +31,13 @@ def test_escape_controls_leaves_printable_ids_alone():
     printable = printable_doc_id("x\ny\\z.txt")
     assert escape_controls(printable) == printable
     assert escape_controls("x\ny") == "x\\ny"
+
+
+def test_a_file_name_that_is_not_utf8_gets_an_id_that_is():
+    # os.listdir gives each byte that is not UTF-8 as a lone surrogate (surrogateescape)
+    path = b"caf\xe9 \xff.txt".decode("utf-8", "surrogateescape")
+    assert path == "caf\udce9 \udcff.txt"
+    doc_id = printable_doc_id(path)
+    assert doc_id == "caf\\udce9 \\udcff.txt"
+    assert doc_id.encode("utf-8").decode() == doc_id  # UTF-8 text, JSON and terminals can hold it
+    assert doc_id != printable_doc_id("café \xff.txt")  # the same name in Latin-1 read right is another file
