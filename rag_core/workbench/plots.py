@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 def plot_chunk_lengths(chunks: Sequence[Chunk], chunk_size: int | None = None, ax=None):
     """Histogram of chunk lengths in words, with the configured chunk_size marked."""
     ax = ax or _axes(7, 3.5)
-    ax.hist([len(chunk.text.split()) for chunk in chunks], bins=30)
+    heights, _, _ = ax.hist([len(chunk.text.split()) for chunk in chunks], bins=30)
     if chunk_size:
         ax.axvline(chunk_size, color="tab:red", linestyle="--", label=f"chunk_size = {chunk_size} words")
-        ax.legend()
+        _legend_above_bars(ax, heights)
     ax.set_xlabel("words per chunk")
     ax.set_ylabel("chunks")
     ax.set_title(f"Chunk lengths ({len(chunks)} chunks)")
@@ -36,17 +36,26 @@ def plot_chunk_lengths(chunks: Sequence[Chunk], chunk_size: int | None = None, a
 
 
 def plot_token_truncation(counts: Sequence[int], max_seq_length: int, ax=None):
-    """Histogram of tokens per chunk; chunks right of the line are truncated by the embedding model."""
+    """Histogram of tokens per chunk; chunks right of the line are longer than the embedding model's window
+    (embedded as several windows, or truncated with ``dense_pooling: first``)."""
     ax = ax or _axes(7, 3.5)
-    truncated = sum(count > max_seq_length for count in counts)
-    ax.hist(counts, bins=30)
-    ax.axvline(max_seq_length, color="tab:red", linestyle="--", label=f"max_seq_length = {max_seq_length} tokens")
+    longer = sum(count > max_seq_length for count in counts)
+    heights, _, _ = ax.hist(counts, bins=30)
+    ax.axvline(max_seq_length, color="tab:red", linestyle="--",
+               label=f"the model's window: max_seq_length = {max_seq_length} tokens")
     ax.set_xlabel("tokens per chunk (embedding model's tokenizer)")
     ax.set_ylabel("chunks")
-    share = 100 * truncated / len(counts) if counts else 0.0
-    ax.set_title(f"Token counts: {truncated} of {len(counts)} chunks truncated ({share:.0f}%)")
-    ax.legend()
+    share = 100 * longer / len(counts) if counts else 0.0
+    ax.set_title(f"Token counts: {longer} of {len(counts)} chunks longer than the model's window ({share:.0f}%)")
+    _legend_above_bars(ax, heights)
     return ax
+
+
+def _legend_above_bars(ax, heights) -> None:
+    """The legend in a band above the tallest bar (it covered the tallest bars)."""
+    top = max((float(height) for height in heights), default=0.0)
+    ax.set_ylim(0, max(top * 1.3, top + 1.5))
+    ax.legend(loc="upper right", fontsize=8)
 
 
 # --- comparison (03-compare) ---------------------------------------------------------------------

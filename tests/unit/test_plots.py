@@ -118,3 +118,15 @@ def test_labels_of_crowded_dots_are_pushed_apart():
     _place_labels(ax, [(x, y, f"run {n}") for n, (x, y) in enumerate(dots, start=1)], dots)
     for first, second in itertools.combinations(boxes(ax, "run-label"), 2):
         assert not first.overlaps(second)
+
+
+def test_the_token_count_legend_covers_no_bar():
+    from rag_core.workbench.plots import plot_token_truncation
+
+    counts = [value for n, value in enumerate(range(150, 800, 22)) for _ in range(5 + n % 3)]  # no empty corner
+    ax = plot_token_truncation(counts, 256)
+    renderer = ax.figure.canvas.get_renderer()
+    legend = ax.get_legend().get_window_extent(renderer)
+    bars = [patch.get_window_extent(renderer) for patch in ax.patches if patch.get_height() > 0]
+    assert bars and not any(legend.overlaps(bar) for bar in bars)
+    assert ax.get_title() == "Token counts: 151 of 180 chunks longer than the model's window (84%)"  # 5+6+7+5+6 at 150-238
