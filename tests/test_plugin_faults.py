@@ -16,6 +16,7 @@ BM25 = ["--rerank-depth", "0", "--chunk-size", "64", "--overlap", "8"]
 PLUGIN = '''
 from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
 from rag_core.records import ScoredId
+from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever
 
 
@@ -40,6 +41,22 @@ def explode(*args):
 
 RETRIEVERS.register("raises", type("Raises", (Faulty,), {"hits": explode}))
 RETRIEVERS.register("build_raises", type("BuildRaises", (Faulty,), {"build": explode}))
+class NanReranker:
+    model_name = name_used = "nan-reranker"
+
+    @classmethod
+    def from_config(cls, config, cache, store_dir):
+        return cls()
+
+    def unavailable(self):
+        return None
+
+    def score(self, query, texts):
+        from rag_core.retrieve.rerank.cross_encoder import RerankScores
+        return RerankScores([float("nan")] * len(texts), 0.0, 0.0, len(texts), 0)
+
+
+RERANKERS.register("nan_reranker", NanReranker)
 CHUNKERS.register("duplicate_spans", type("DuplicateSpans", (Chunker,), {
     "chunk": lambda self, document: [span_chunk(document, 0, len(document.text))] * 2}))
 CHUNKERS.register("out_of_range", type("OutOfRange", (Chunker,), {
@@ -81,6 +98,16 @@ def test_a_retriever_plugin_that_breaks_its_contract_is_one_line_and_exit_1(bm25
     assert code == 1 and out == "", out  # no half-printed JSON, no bare NaN
     assert len(err) == 1 and err[0].startswith(f"error: retriever {mode!r} (module faulty_plugins.py ("), err
     assert problem.format(first=first) in err[0]
+
+
+def test_a_reranker_plugin_returning_nan_is_one_line_and_exit_1(bm25_store, capsys, isolated_components):
+    code = cli_main(["query", "zorblat reactor", "--json", "--no-llm", "--store", str(bm25_store / "store"),
+                     "--plugins", str(bm25_store / "faulty_plugins.py"), *BM25, "--mode", "bm25",
+                     "--reranker", "nan_reranker", "--rerank-depth", "5"])  # the last --rerank-depth counts
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == ["error: reranker 'nan_reranker' (module faulty_plugins.py "
+                   f"({bm25_store / 'faulty_plugins.py'})) score() returned the score nan for passage 1"]
 
 
 @pytest.mark.parametrize("chunker, problem", [

@@ -8,6 +8,8 @@ So the callers of a component check its output where the contract is (the retrie
 and raise a ``ComponentFault`` naming the component, where it comes from and what it returned.
 
 - ``component_fault(component, what)``: that error for a ``Component`` of a registry.
+- ``checked_scores(component, call, scores, expected)``: `expected` finite numbers (a re-ranker's
+  scores), or that error.
 - ``calling(component, call)``: a block in which what a plugin raises (other than ``BadInput`` and
   ``RunFailure``, which say what to do already) becomes a ``ComponentFault`` naming it, with the
   exception's type and first line. A built-in's exception passes through: a bug of ours keeps its
@@ -17,6 +19,7 @@ Left out: time limits on a plugin's calls, and plugins that crash the process (t
 
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -39,6 +42,21 @@ def describe(component: Any) -> str:
 def component_fault(component: Any, what: str) -> ComponentFault:
     """The error for `component` having done `what` (``returned chunk id 'x', which ...``)."""
     return ComponentFault(f"{describe(component)} {what}")
+
+
+def checked_scores(component: Any, call: str, scores: Any, expected: int) -> list[float]:
+    """`scores` as floats when they are `expected` finite numbers (one per passage given), else a
+    ``ComponentFault`` naming `component`."""
+    try:
+        values = [float(score) for score in scores]
+    except (TypeError, ValueError):
+        raise component_fault(component, f"{call}() returned scores that are not numbers") from None
+    if len(values) != expected:
+        raise component_fault(component, f"{call}() returned {len(values)} scores for {expected} passages")
+    for position, value in enumerate(values):
+        if not math.isfinite(value):
+            raise component_fault(component, f"{call}() returned the score {value} for passage {position + 1}")
+    return values
 
 
 @contextmanager

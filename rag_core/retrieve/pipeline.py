@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rag_core.components.faults import calling, checked_scores
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Chunk, Hit, ScoredId, StageScore
@@ -146,7 +147,9 @@ class Pipeline:
         if reranker is not None and final:
             started = time.perf_counter()
             candidates = final[: cfg.rerank_depth]
-            result = reranker.score(query, [self.index.chunk_by_id[hit.id].text for hit in candidates])
+            with calling(RERANKERS.get(cfg.reranker), "score"):  # a plugin's fault: one line naming it
+                result = reranker.score(query, [self.index.chunk_by_id[hit.id].text for hit in candidates])
+            checked_scores(RERANKERS.get(cfg.reranker), "score", result.scores, len(candidates))
             order = sorted(range(len(candidates)), key=lambda i: (-result.scores[i], i))
             ranked["rerank"] = [ScoredId(candidates[i].id, result.scores[i]) for i in order]
             # The model's time for these pairs, as measured when they were scored (maybe by an earlier

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from rag_core.components.faults import ComponentFault, calling
+from rag_core.components.faults import ComponentFault, calling, checked_scores
 from rag_core.components.registry import Component
 from rag_core.errors import BadInput, RunFailure
 from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
@@ -116,3 +116,24 @@ def test_a_chunker_that_raises_is_named(isolated_components):
 
     with pytest.raises(ComponentFault, match=r"^chunker 'spans' \(module .*\) failed in chunk\(\): IndexError: list "):
         chunker(explode).chunk_corpus([DOCUMENT])
+
+
+# --- re-rankers ---------------------------------------------------------------------------------
+RERANKER = Component("reranker", "mine", None, origin="module mine.py (/x/mine.py)")
+
+
+def test_finite_scores_one_per_passage_pass():
+    assert checked_scores(RERANKER, "score", (0.5, -2, 3.25), 3) == [0.5, -2.0, 3.25]
+
+
+@pytest.mark.parametrize("scores, problem", [
+    ([0.5, math.nan, 1.0], "score() returned the score nan for passage 2"),
+    ([math.inf], "score() returned the score inf for passage 1"),
+    ([1.0, 2.0], "score() returned 2 scores for 3 passages"),
+    (["high", 1.0, 2.0], "score() returned scores that are not numbers"),
+    (None, "score() returned scores that are not numbers"),
+])
+def test_scores_that_break_the_contract_are_one_line_naming_the_reranker(scores, problem):
+    with pytest.raises(ComponentFault) as raised:
+        checked_scores(RERANKER, "score", scores, 3 if scores != [math.inf] else 1)
+    assert str(raised.value) == f"reranker 'mine' (module mine.py (/x/mine.py)) {problem}"
