@@ -137,3 +137,14 @@ def test_two_cold_builds_rank_alike(tmp_path, corpus):
     reopened = _index(tmp_path / "one", corpus, "mean_top2", _embedder(tmp_path / "one" / "cache.sqlite"))
     assert _ranking(reopened) == rankings[0] and reopened.stats.embedded == 0
     assert reopened.retriever("dense").windows == index.retriever("dense").windows
+
+
+def test_chunk_unit_tokens_counts_the_models_tokens(tmp_path, corpus, embedder):
+    config = RagConfig(mode="dense", rerank_depth=0, chunk_unit="tokens", chunk_size=100, overlap=10, embed_backend="torch")
+    index = Index(tmp_path, corpus, config, embedder=embedder)
+    tokenizer = embedder.loaded.model.tokenizer
+    counts = [len(tokenizer(chunk.text, add_special_tokens=False)["input_ids"]) for chunk in index.chunks
+              if chunk.doc_id == "garden.txt"]
+    assert len(counts) >= 4 and max(counts) <= 100 and min(counts[:-1]) > 50  # filled up to 100 tokens, not words
+    in_words = Index(tmp_path, corpus, config.replace(chunk_unit="words"), embedder=embedder)
+    assert in_words.chunking_key != index.chunking_key and len(in_words.chunks) < len(index.chunks)
