@@ -16,6 +16,7 @@ BM25 = ["--rerank-depth", "0", "--chunk-size", "64", "--overlap", "8"]
 PLUGIN = '''
 from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
 from rag_core.records import ScoredId
+from rag_core.retrieve.fusion import FUSIONS
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever
 
@@ -57,6 +58,18 @@ class NanReranker:
 
 
 RERANKERS.register("nan_reranker", NanReranker)
+RETRIEVERS.register("echo", type("E", (Faulty,), {"hits": lambda self: [ScoredId(i, 1.0) for i in self.ids]}))
+
+
+class InventingFusion:
+    def __init__(self, name, config):
+        pass
+
+    def fuse(self, ranked, weights):
+        return [ScoredId("invented", 1.0), *ranked[0]]
+
+
+FUSIONS.register("inventing", InventingFusion)
 CHUNKERS.register("duplicate_spans", type("DuplicateSpans", (Chunker,), {
     "chunk": lambda self, document: [span_chunk(document, 0, len(document.text))] * 2}))
 CHUNKERS.register("out_of_range", type("OutOfRange", (Chunker,), {
@@ -108,6 +121,15 @@ def test_a_reranker_plugin_returning_nan_is_one_line_and_exit_1(bm25_store, caps
     assert code == 1 and out == ""
     assert err.strip().splitlines() == ["error: reranker 'nan_reranker' (module faulty_plugins.py "
                    f"({bm25_store / 'faulty_plugins.py'})) score() returned the score nan for passage 1"]
+
+
+def test_a_fusion_plugin_returning_an_unknown_id_is_one_line_and_exit_1(bm25_store, capsys, isolated_components):
+    code, out, err = run(capsys, bm25_store, "query", "zorblat reactor", "--json", "--no-llm", "--store",
+                         str(bm25_store / "store"), "--mode", "bm25,echo", "--fusion", "inventing")
+    assert code == 1 and out == ""
+    assert err == ["error: fusion 'inventing' (module faulty_plugins.py "
+                   f"({bm25_store / 'faulty_plugins.py'})) fuse() returned chunk id 'invented', which is not in the "
+                   "index (the contract: ids of the index's chunks, each once, with finite scores)"]
 
 
 @pytest.mark.parametrize("chunker, problem", [

@@ -27,7 +27,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from rag_core.components.faults import calling
+from rag_core.components.faults import BUILT_IN, calling
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import ScoredId
 from rag_core.retrieve.doc_evidence import DOC_EVIDENCE, make_doc_evidence
@@ -36,7 +36,8 @@ from rag_core.retrieve.filters import matching_documents, normalise
 from rag_core.retrieve.fusion import FUSIONS, make_fusion, reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.parent_child import collapse_to_parents
-from rag_core.retrieve.retrievers import RETRIEVERS, Query, checked_ranked, retriever_choices, uses_embedder
+from rag_core.retrieve.retrievers import (RETRIEVERS, Query, checked_hits, checked_ranked, retriever_choices,
+                                         uses_embedder)
 from rag_core.retrieve.routing import ROUTING_VERSION, Router
 
 SHOWN_DOCUMENTS = 5  # of the document evidence's ranking, kept for --explain
@@ -181,7 +182,11 @@ class FirstStage:
             ranked[retriever.name] = list(found.hits)
         if self.fusion is not None:
             started = time.perf_counter()
-            ranked["fused"] = self.fusion.fuse([ranked[choice.name] for choice in self.choices], self.weights)
+            fusion = FUSIONS.get(self.config.fusion)
+            with calling(fusion, "fuse"):
+                ranked["fused"] = self.fusion.fuse([ranked[choice.name] for choice in self.choices], self.weights)
+            if fusion.origin != BUILT_IN:  # (ranx's normalisations may give NaN: kept as they were)
+                checked_hits(fusion, "fuse", ranked["fused"], self.index.chunk_set.doc_of, doc_ids)
             _add(latency, {"fusion": (time.perf_counter() - started) * 1000})
         else:
             ranked["fused"] = ranked[self.choices[0].name]

@@ -13,7 +13,7 @@ from rag_core.components.registry import Component
 from rag_core.errors import BadInput, RunFailure
 from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
 from rag_core.records import Chunk, Document, ScoredId
-from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever, checked_ranked
+from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever, checked_hits, checked_ranked
 
 PLUGIN = Component("retriever", "mine", None, origin="module mine.py (/x/mine.py)")
 BUILT_IN = Component("retriever", "bm25", None)
@@ -69,6 +69,15 @@ def test_hits_that_break_the_contract_are_one_line_naming_the_retriever(mine, hi
     with pytest.raises(ComponentFault) as raised:
         checked_ranked(mine, Ranked(hits), DOC_OF, ["a.txt"])
     assert str(raised.value).startswith(f"retriever 'mine' (module {__name__}) {problem} (the contract: ")
+
+
+def test_a_fusion_is_held_to_the_same_contract():
+    fusion = Component("fusion", "mine", None, origin="module mine.py (/x/mine.py)")
+    fused = [ScoredId("c3", 0.2), ScoredId("c1", 0.1)]
+    assert checked_hits(fusion, "fuse", fused, DOC_OF) is fused
+    with pytest.raises(ComponentFault, match=r"^fusion 'mine' \(module mine.py \(/x/mine.py\)\) fuse\(\) returned "
+                                             r"chunk id 'c3' more than once \(the contract: "):
+        checked_hits(fusion, "fuse", [*fused, ScoredId("c3", 0.0)], DOC_OF)
 
 
 def test_a_search_that_returns_a_list_is_named(mine):

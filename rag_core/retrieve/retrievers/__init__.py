@@ -26,11 +26,12 @@ from typing import Any, Mapping
 
 from rag_core.components import SETTINGS, Registry, Setting, did_you_mean
 from rag_core.retrieve.retrievers.base import (RETRIEVERS, ChunkSet, Query, Ranked, Resources, Retriever,
-                                               checked_ranked, digest_key)
+                                               checked_hits, checked_ranked, digest_key)
 from rag_core.retrieve.tokenizer import TOKENIZERS
 
 __all__ = ["BM25_BACKENDS", "RETRIEVERS", "SHORTHANDS", "ChunkSet", "Query", "Ranked", "Resources", "Retriever",
-           "RetrieverChoice", "checked_ranked", "digest_key", "parse_mode", "retriever_choices", "uses_embedder"]
+           "RetrieverChoice", "checked_hits", "checked_ranked", "digest_key", "parse_mode", "retriever_choices",
+           "uses_embedder"]
 
 SHORTHANDS = {"hybrid": ("dense", "bm25")}  # mode names that stand for a list of retrievers
 BUILT_IN_MODES = ("dense", "bm25", "hybrid")  # where fusion_weights are [w_dense, w_bm25]

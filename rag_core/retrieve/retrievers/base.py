@@ -14,7 +14,7 @@ Shapes:
   latency stages when the retriever splits it, and what ``--explain`` may show.
 - ``Resources``: what retrievers share, built once per index: the store folder, the score cache, the
   embedding model, the vector store and the build statistics.
-``checked_ranked`` holds every retriever's answer to the contract (a ``Ranked`` of ids it was given,
+``checked_ranked`` (``checked_hits``) holds every retriever's answer to the contract (a ``Ranked`` of ids it was given,
 each once, within the allowed documents, with finite scores); a breach is one ``ComponentFault``
 naming the retriever (``rag_core.components.faults``).
 Left out: retrievers that need training data at index time.
@@ -60,15 +60,23 @@ def checked_ranked(name: str, found: Any, doc_of: Mapping[str, str], allowed_doc
     once, of the allowed documents, with finite scores; else a ``ComponentFault`` naming it."""
     if not isinstance(found, Ranked):
         raise component_fault(RETRIEVERS.get(name), f"search() returned a {type(found).__name__}, not a Ranked")
+    checked_hits(RETRIEVERS.get(name), "search", found.hits, doc_of, allowed_doc_ids)
+    return found
+
+
+def checked_hits(component: Any, call: str, hits: Sequence[Any], doc_of: Mapping[str, str],
+                 allowed_doc_ids: Sequence[str] | None = None) -> Sequence[Any]:
+    """`hits` (what `component`'s `call` returned: a retriever's search, a fusion's fuse) when they
+    are ``ScoredId`` of indexed chunks, each once, of the allowed documents, with finite scores."""
     allowed = None if allowed_doc_ids is None else set(allowed_doc_ids)
     seen: set[str] = set()
-    for hit in found.hits:
+    for hit in hits:
         problem = _hit_problem(hit, doc_of, allowed, seen)
         if problem:
-            raise component_fault(RETRIEVERS.get(name), f"search() returned {problem} (the contract: ids of the "
-                                                        "chunks it indexed, each once, with finite scores)")
+            raise component_fault(component, f"{call}() returned {problem} (the contract: ids of the index's "
+                                             "chunks, each once, with finite scores)")
         seen.add(hit.id)
-    return found
+    return hits
 
 
 def _hit_problem(hit: Any, doc_of: Mapping[str, str], allowed: set[str] | None, seen: set[str]) -> str | None:
