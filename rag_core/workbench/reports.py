@@ -167,7 +167,7 @@ def format_eval_report(report: "EvalReport") -> str:
                      + f", {int(index.get('embed_cache_hits', 0))} from cache; {int(index.get('truncated', 0))} chunks "
                      f"({100 * index.get('truncated_share', 0.0):.1f}%) longer than the model's "
                      f"{int(index.get('max_seq_length', 0))} tokens"
-                     + (f" ({int(index['windows'])} windows embedded, dense_pooling {params.get('dense_pooling')})"
+                     + (f" (read as {int(index['windows'])} windows, dense_pooling {params.get('dense_pooling')})"
                         if index.get("windows", 0) > index.get("chunks", 0) else ""))
         lines += dense_reading_lines(0.0, index.get("unread_share", 0.0), "", warn=False)  # the build warned
         lines.append(f"Embedding model: {params['embed_model_used']}")
