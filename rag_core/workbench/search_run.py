@@ -110,7 +110,8 @@ class NotebookTrials:
         if not uses_embedder(config):
             return None
         key = (tuple(sorted(chunker_key(config).items())), config.child_size, config.chunk_context, config.extract_tables, config.metadata_pattern,
-               config.embed_model, config.embed_backend, config.vector_store)
+               config.embed_model, config.embed_backend, config.vector_store,
+               config.dense_pooling == "first", config.dense_stride)  # windows or not: their own collection
         if key not in self._built:
             self._built[key] = dense_built(config, self.inputs.corpus, self.job.store_dir)
         return None if self._built[key] else describe_build(config)
