@@ -60,6 +60,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command (its exit code). What it printed is flushed here, so that a reader that closed
+    the pipe (``| head``) ends it quietly, as a shell tool (exit 141), not with a BrokenPipeError."""
+    try:
+        try:
+            return _main(argv)
+        finally:
+            sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_after_broken_pipe()
+        return EXIT_BROKEN_PIPE
+
+
+def _main(argv: list[str] | None) -> int:
     try:
         os.getcwd()
     except FileNotFoundError:  # relative paths, plugins and the default store all hang off it
@@ -76,9 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("rag_core.ingest.files").setLevel(logging.ERROR)  # the ingest summary lists skipped files
     try:
         return args.run(args)
-    except BrokenPipeError:  # the reader went away (``| head``): stop quietly, as a shell tool does
-        _quiet_after_broken_pipe()
-        return EXIT_BROKEN_PIPE
     except FileNotFoundError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
