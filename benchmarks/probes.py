@@ -10,8 +10,9 @@ store files (the documents' and the derived ones: Chroma's database, dense manif
 repaired by ``ingest`` or ``repair``), a read-only store, and prompt forging by the question; and
 those of issue 33: two folders with a file of the same name in one store, ``repair`` and ``ingest``
 on a folder that is not a store, plugins that break their contract (unknown ids, NaN scores, an id
-three times, a search that raises, duplicate and out-of-range spans), a file name that is not UTF-8,
-a file-size limit, a reader that closes the pipe, a deleted working folder, and a 10,000-point sweep.
+three times, a search that raises, a re-ranker's NaN, a fusion's invented id, duplicate and
+out-of-range spans), a file name that is not UTF-8, a file-size limit, a reader that closes the
+pipe, a deleted working folder, and a 10,000-point sweep.
 
 Prints one line per probe (PASS/FAIL/SKIP, with the reason) and a summary: how many passed and how
 many printed a traceback; writes benchmarks/results/probes.json. Exit code 1 when any probe failed.
@@ -424,6 +425,8 @@ def foreign_folder(*command: str):
 FAULTY_PLUGIN = '''
 from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
 from rag_core.records import ScoredId
+from rag_core.retrieve.fusion import FUSIONS
+from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever
 class Faulty(Retriever):
     def build(self, chunks):
@@ -436,6 +439,20 @@ RETRIEVERS.register("unknown_ids", type("U", (Faulty,), {"hits": lambda self: [S
 RETRIEVERS.register("nan_scores", type("N", (Faulty,), {"hits": lambda self: [ScoredId(i, float("nan")) for i in self.ids]}))
 RETRIEVERS.register("thrice", type("T", (Faulty,), {"hits": lambda self: [ScoredId(self.ids[0], 1.0)] * 3}))
 RETRIEVERS.register("raises", type("R", (Faulty,), {"hits": explode}))
+RETRIEVERS.register("echo", type("E", (Faulty,), {"hits": lambda self: [ScoredId(i, 1.0) for i in self.ids]}))
+class NanReranker:
+    model_name = name_used = "nan-reranker"
+    @classmethod
+    def from_config(cls, config, cache, store_dir):
+        return cls()
+    def unavailable(self):
+        return None
+    def score(self, query, texts):
+        from rag_core.retrieve.rerank.cross_encoder import RerankScores
+        return RerankScores([float("nan")] * len(texts), 0.0, 0.0, len(texts), 0)
+RERANKERS.register("nan_reranker", NanReranker)
+FUSIONS.register("inventing", type("I", (), {"__init__": lambda self, name, config: None,
+                                             "fuse": lambda self, ranked, weights: [ScoredId("invented", 1.0)]}))
 CHUNKERS.register("duplicate_spans", type("D", (Chunker,), {
     "chunk": lambda self, document: [span_chunk(document, 0, len(document.text))] * 2}))
 CHUNKERS.register("out_of_range", type("O", (Chunker,), {
@@ -602,6 +619,12 @@ def probes() -> list[Probe]:
               one_error(1, "retriever 'thrice'", "more than once"), ["plugin faults"]),
         Probe("a retriever plugin whose search raises", faulty_plugin("query", "--mode", "raises"),
               one_error(1, "retriever 'raises'", "RuntimeError: index exploded"), ["plugin faults"]),
+        Probe("a re-ranker plugin returning NaN scores",
+              faulty_plugin("query", "--reranker", "nan_reranker", "--rerank-depth", "5"),
+              one_error(1, "reranker 'nan_reranker'", "score nan"), ["plugin faults"]),
+        Probe("a fusion plugin returning an id it was not given", faulty_plugin("query", "--mode", "bm25,echo",
+                                                                                "--fusion", "inventing"),
+              one_error(1, "fusion 'inventing'", "not in the index"), ["plugin faults"]),
         Probe("a chunker plugin returning duplicate spans", faulty_plugin("ingest", "--chunker", "duplicate_spans"),
               one_error(1, "chunker 'duplicate_spans'", "twice"), ["plugin faults"]),
         Probe("a chunker plugin returning a span outside the text", faulty_plugin("ingest", "--chunker", "out_of_range"),

@@ -3,7 +3,8 @@
 Every command takes ``--config FILE``, ``--store DIR`` and every setting of ``RagConfig`` as a flag
 named after it (``--chunk-size 256``, ``--mode bm25``, ``--per-page`` / ``--no-per-page``), plus
 ``--json`` for machine-readable output. Exit codes: 0 ok, 1 a failure while running (a model or the
-LLM API), 2 bad input (missing files, unknown settings, a bad golden set, an empty store).
+LLM API), 2 bad input (missing files, unknown settings, a bad golden set, an empty store), 141 when
+the reader of the output went away (``| head``: quietly, as a shell tool).
 
 How a subcommand is added (every one is registered the same way):
 - one module per subcommand in this package, named after it (``make-golden`` -> ``make_golden.py``),
