@@ -179,8 +179,9 @@ class DenseRetriever(Retriever):
         if listed is None or stored != len(listed if self.windowed else chunks.chunks):
             units = chunks
             size = embedder.window_tokens
-            windows, window_stats = windows_of(units.ids, units.texts, embedder.token_offsets(units.texts, self.windowed),
-                                               size, default_stride(size, int(getattr(self.config, "dense_stride", 0))))
+            offsets = embedder.token_offsets(units.texts, self.windowed)  # first: heads suffice to measure it
+            stride = default_stride(size, int(getattr(self.config, "dense_stride", 0)))
+            windows, window_stats = windows_of(units.ids, units.texts, offsets, size, stride)
             chunks = self._searched(units, windows)
             texts = chunks.texts
             # An interrupted write (a server that died mid-ingest) is completed, not written again.
@@ -196,7 +197,8 @@ class DenseRetriever(Retriever):
                     collection, [chunks.chunks[i].id for i in writes], vectors,
                     [{**chunks.doc_metadata[chunks.chunks[i].doc_id], "doc_id": chunks.chunks[i].doc_id,
                       "page_start": chunks.chunks[i].page_start, "page_end": chunks.chunks[i].page_end,
-                      **({"unit_id": self.unit_of.get(chunks.chunks[i].id, chunks.chunks[i].id)} if self.windowed else {})}
+                      **({"unit_id": self.unit_of.get(chunks.chunks[i].id, chunks.chunks[i].id)}
+                         if self.windowed else {})}
                      for i in writes],
                     [texts[i] for i in writes],
                 )
@@ -204,8 +206,10 @@ class DenseRetriever(Retriever):
             stats.upserted = len(writes)
             store_key = manifest_key(self.config.vector_store)
             # Written only now, after a complete upsert: a failed one leaves no manifest, and a re-run completes it.
-            # "chunks": vectors stored (windows, with windows); "units": what they score; "truncated": units longer than a window
-            manifest = {"model": model, "collection": collection, "chunks": len(chunks.chunks), "units": len(units.chunks),
+            # "chunks": vectors stored (windows, with windows); "units": what they score;
+            # "truncated": units longer than a window
+            manifest = {"model": model, "collection": collection, "chunks": len(chunks.chunks),
+                        "units": len(units.chunks),
                         "vector_store": str(store_key or "chroma"), "upsert_seconds": stats.upsert_seconds,
                         "max_seq_length": embedder.max_seq_length, "truncated": window_stats.longer,
                         "window_tokens": size, "window_stats": window_stats.as_dict(),
@@ -297,7 +301,8 @@ class DenseRetriever(Retriever):
         if self._reference is None:
             self._reference = self._exact_index(self._chunks)
         found = self._reference.search(vector, len(self._reference) if self.windows else depth, allowed_doc_ids)
-        exact = {hit.id for hit in (pool_to_parents(found, self.unit_of, self.pooling, depth) if self.windows else found)}
+        pooled = pool_to_parents(found, self.unit_of, self.pooling, depth) if self.windows else found
+        exact = {hit.id for hit in pooled}
         if exact:
             self.ann_overlap.append(len(exact & {hit.id for hit in hits}) / len(exact))
 
