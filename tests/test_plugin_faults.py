@@ -16,6 +16,7 @@ BM25 = ["--rerank-depth", "0", "--chunk-size", "64", "--overlap", "8"]
 PLUGIN = '''
 from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
 from rag_core.records import ScoredId
+from rag_core.retrieve.expansion import QUERY_EXPANSIONS, QueryExpansion
 from rag_core.retrieve.fusion import FUSIONS
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever
@@ -70,6 +71,14 @@ class InventingFusion:
 
 
 FUSIONS.register("inventing", InventingFusion)
+
+
+class Exploding(QueryExpansion):
+    def expand(self, query):
+        raise ValueError("no synonyms today")
+
+
+QUERY_EXPANSIONS.register("exploding", Exploding)
 CHUNKERS.register("duplicate_spans", type("DuplicateSpans", (Chunker,), {
     "chunk": lambda self, document: [span_chunk(document, 0, len(document.text))] * 2}))
 CHUNKERS.register("out_of_range", type("OutOfRange", (Chunker,), {
@@ -130,6 +139,14 @@ def test_a_fusion_plugin_returning_an_unknown_id_is_one_line_and_exit_1(bm25_sto
     assert err == ["error: fusion 'inventing' (module faulty_plugins.py "
                    f"({bm25_store / 'faulty_plugins.py'})) fuse() returned chunk id 'invented', which is not in the "
                    "index (the contract: ids of the index's chunks, each once, with finite scores)"]
+
+
+def test_a_query_expansion_plugin_that_raises_is_one_line_and_exit_1(bm25_store, capsys, isolated_components):
+    code, out, err = run(capsys, bm25_store, "query", "zorblat reactor", "--no-llm", "--store",
+                         str(bm25_store / "store"), "--mode", "bm25", "--query-expansion", "exploding")
+    assert code == 1 and out == ""
+    assert err == ["error: query_expansion 'exploding' (module faulty_plugins.py "
+                   f"({bm25_store / 'faulty_plugins.py'})) failed in expand(): ValueError: no synonyms today"]
 
 
 @pytest.mark.parametrize("chunker, problem", [

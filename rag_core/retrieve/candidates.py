@@ -31,7 +31,7 @@ from rag_core.components.faults import BUILT_IN, calling
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import ScoredId
 from rag_core.retrieve.doc_evidence import DOC_EVIDENCE, make_doc_evidence
-from rag_core.retrieve.expansion import make_expansion
+from rag_core.retrieve.expansion import QUERY_EXPANSIONS, make_expansion
 from rag_core.retrieve.filters import matching_documents, normalise
 from rag_core.retrieve.fusion import FUSIONS, make_fusion, reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
@@ -124,7 +124,8 @@ class FirstStage:
             if routed and cfg.route_docs:  # none: the question names no document (route_when named): search every one
                 doc_ids = [item.id for item in routed]
             latency["route"] = (time.perf_counter() - started) * 1000
-        expanded = self.expansion.expand(query)
+        with calling(QUERY_EXPANSIONS.get(cfg.query_expansion), "expand"):
+            expanded = self.expansion.expand(query)
         _add(latency, expanded.latency_ms)
         info.update(expanded.info)
         depth = cfg.retrieve_depth
