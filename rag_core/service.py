@@ -43,6 +43,7 @@ from rag_core.config import RagConfig
 from rag_core.doc_ids import escape_controls
 from rag_core.errors import BadInput, StoreError
 from rag_core.generate.answer import Answer, answer_question
+from rag_core.generate.sentences import pipeline_scorer
 from rag_core.ingest.corpus import Corpus, DocumentStore, exclusive_lock, store_corpus, write_json_atomic
 from rag_core.ingest.files import IngestResult, Skipped, read_documents
 from rag_core.records import Document
@@ -299,5 +300,6 @@ def answer_query(question: str, store_dir: Path, config: RagConfig, use_llm: boo
     with store_access(store_dir):
         pipeline = open_pipeline(store_dir, config)
         retrieval = pipeline.retrieve(question, where=where)
-    answer = answer_question(question, retrieval.hits, config, use_llm=use_llm)
+    answer = answer_question(question, retrieval.hits, config, use_llm=use_llm,  # extractive: by the loaded models
+                             sentence_scorer=pipeline_scorer(pipeline), documents=pipeline.corpus.by_id)
     return QueryResult(retrieval, answer, pipeline.index.embedder_startup)

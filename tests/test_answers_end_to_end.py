@@ -5,6 +5,7 @@ evaluation with the LLM judge, averaged by hand."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -45,8 +46,11 @@ def test_query_without_a_key_is_extractive_with_citations(sample_store, clean_ll
     payload = json.loads(result.stdout)
     assert payload["mode"] == "extractive"
     assert "extractive" in payload["answer"].lower()
-    for passage in payload["passages"]:
-        assert f"[Source: {passage['source']}, page" in payload["answer"]
+    cited = re.findall(r"\[Source: ([^,\]]+), pages? (\d+)", payload["answer"])
+    assert cited  # each sentence shown cites a page of a passage given (whole in "passages")
+    for source, page in cited:
+        assert any(passage["source"] == source and passage["page_start"] <= int(page) <= passage["page_end"]
+                   for passage in payload["passages"])
 
 
 def test_off_topic_question_is_not_in_the_documents(sample_store, anthropic_env):

@@ -160,8 +160,11 @@ def test_extractive_answer_without_key(clean_llm_env):
     assert answer.mode == "extractive" and answer.model is None and answer.usage is None
     assert answer.text.startswith("Extractive answer (no LLM configured): ")
     assert answer.text.startswith(EXTRACTIVE_LABEL.format(reason="no LLM configured"))
-    assert "[1] [Source: api/reference.pdf, page 3]\nEach key may send 600 requests per minute." in answer.text
-    assert "[2] [Source: guides/runbook.pdf, pages 7-8]\nBursts above" in answer.text
+    # The sentences, each with its passage's citation; the limit's sentence first ("limit" is a question term).
+    assert answer.text.endswith("\n\nBursts above the limit receive HTTP 429 and a retry-after header. [Source: "
+                                "guides/runbook.pdf, pages 7-8]\n\nEach key may send 600 requests per minute. "
+                                "[Source: api/reference.pdf, page 3]")
+    assert answer.passages == tuple(HITS)  # whole, for --json and --explain
     assert "ANTHROPIC_API_KEY" in answer.warning
     assert answer.sources == ("[Source: api/reference.pdf, page 3]", "[Source: guides/runbook.pdf, pages 7-8]")
 

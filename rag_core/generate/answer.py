@@ -2,8 +2,10 @@
 
 ``answer_question`` decides in this order:
 1. **No answer** (no LLM call) when no passage clears the relevance threshold (``passage_clears``).
-2. **Extractive** when no API key is configured (or ``use_llm=False``): the top passages with their
-   citations, under a label that says so.
+2. **Extractive** when no API key is configured (or ``use_llm=False``): the few sentences of the top
+   passages that best match the question (``rag_core.generate.sentences``), each with its citation,
+   under a label that says so; the whole passages stay in ``Answer.passages`` (``query --json``, and
+   ``quote_passages`` for ``query --explain``).
 3. **LLM**: the grounding system prompt (``prompts/system_prompt.txt``) and the numbered passages.
 
 Passage text is untrusted. Each passage sits inside ``<passage-NONCE ...>`` ... ``</passage-NONCE>``
@@ -31,21 +33,24 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 from importlib import resources
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from rag_core.generate.citations import CitationCheck, check_citations
+from rag_core.generate.sentences import SentenceScorer, select_sentences, term_weight_scorer
 from rag_core.config import RagConfig
 from rag_core.doc_ids import escape_controls
 from rag_core.api_keys import KEY_ENV
 from rag_core._compat import StrEnum
 from rag_core.llm import LLMClient, LLMError, complete_with_retries, delimited, has_api_key, new_nonce
-from rag_core.records import Hit
+from rag_core.records import Document, Hit
 from rag_core.retrieve.retrievers import retriever_choices
+from rag_core.retrieve.tokenizer import get_tokenizer
 
 NO_ANSWER_TEXT = "The documents do not contain the answer to this question."
 # {reason}: "no LLM configured" (no API key), "LLM not used", "LLM call failed"
 EXTRACTIVE_LABEL = (
-    "Extractive answer ({reason}): the passages below are quoted from the documents; no answer was generated."
+    "Extractive answer ({reason}): the sentences below are quoted from the documents, those of the top passages "
+    "that best match the question; no answer was generated."
 )
 
 
@@ -141,25 +146,34 @@ def answer_question(
     retries: int | None = None,
     backoff_s: float = 1.0,
     max_delay_s: float = 30.0,
+    sentence_scorer: SentenceScorer | None = None,
+    documents: Mapping[str, Document] | None = None,
 ) -> Answer:
     """Answer ``query`` from ``hits`` (best first).
 
     ``use_llm=False`` gives the extractive answer without calling the LLM. LLM failures raise an
     ``LLMError`` subclass, unless ``fallback_to_extractive``: then the extractive answer, with a warning.
     ``retries`` (default: ``config.llm_max_retries``) / ``backoff_s`` / ``max_delay_s``: see
-    ``rag_core.llm.complete_with_retries``.
+    ``rag_core.llm.complete_with_retries``. An extractive answer's sentences are chosen by
+    `sentence_scorer` (default: the share of the question's terms, by ``config.tokenizer``; the service
+    passes ``rag_core.generate.sentences.pipeline_scorer``) and placed on their pages by `documents`.
     """
     passages = tuple(hits[: config.k])
+    scorer = sentence_scorer or term_weight_scorer(get_tokenizer(config.tokenizer))
+
+    def extractive(warning: str, reason: str = "no LLM configured") -> Answer:
+        return extractive_answer(passages, warning, reason, query=query, scorer=scorer, documents=documents)
+
     if not any(passage_clears(hit, config) for hit in passages):
         reranked = any("rerank" in hit.stages for hit in passages)
         warning = f"no retrieved passage cleared the relevance threshold ({threshold_description(config, reranked)})"
         return Answer(NO_ANSWER_TEXT, AnswerMode.NO_ANSWER, None, (), (), None, None, warning=warning)
     if not use_llm:
-        return extractive_answer(passages, "LLM not used: extractive answer", reason="LLM not used")
+        return extractive("LLM not used: extractive answer", reason="LLM not used")
     if client is None:
         if not has_api_key(config.llm_provider):
             warning = f"no API key ({KEY_ENV[config.llm_provider]} is not set): extractive answer"
-            return extractive_answer(passages, warning)
+            return extractive(warning)
         client = LLMClient.from_config(config)
     system, user = build_prompt(query, passages)
     try:
@@ -171,7 +185,7 @@ def answer_question(
         if not fallback_to_extractive:
             raise
         warning = f"LLM call failed ({type(exc).__name__}: {exc}): extractive answer"
-        return extractive_answer(passages, warning, reason="LLM call failed")
+        return extractive(warning, reason="LLM call failed")
     return Answer(
         text=completion.text,
         mode=AnswerMode.LLM,
@@ -183,12 +197,21 @@ def answer_question(
     )
 
 
-def extractive_answer(passages: Sequence[Hit], warning: str, reason: str = "no LLM configured") -> Answer:
-    """The passages themselves, each under its citation, after a label saying so."""
-    quoted = [f"[{n}] {escape_controls(hit.chunk.citation())}\n{hit.chunk.text.strip()}"
-              for n, hit in enumerate(passages, start=1)]
+def extractive_answer(passages: Sequence[Hit], warning: str, reason: str = "no LLM configured", *, query: str,
+                      scorer: SentenceScorer, documents: Mapping[str, Document] | None = None) -> Answer:
+    """The sentences of `passages` that best match `query`, each followed by its citation, after a
+    label saying so (the passages themselves when no sentence can be cut from them)."""
+    sentences = select_sentences(query, passages, scorer, documents)
+    quoted = ([f"{sentence.text} {sentence.citation()}" for sentence in sentences] if sentences
+              else [quote_passages(passages)])
     text = "\n\n".join([EXTRACTIVE_LABEL.format(reason=reason), *quoted])
     return Answer(text, AnswerMode.EXTRACTIVE, None, _sources(passages), tuple(passages), None, None, warning=warning)
+
+
+def quote_passages(passages: Sequence[Hit]) -> str:
+    """The passages themselves, each under its number and citation (``query --explain``)."""
+    return "\n\n".join(f"[{n}] {escape_controls(hit.chunk.citation())}\n{hit.chunk.text.strip()}"
+                         for n, hit in enumerate(passages, start=1))
 
 
 def _sources(passages: Sequence[Hit]) -> tuple[str, ...]:

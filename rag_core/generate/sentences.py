@@ -1,0 +1,295 @@
+"""Extractive answers that answer: the few sentences of the top passages that best match the question.
+
+Without an LLM an answer can only quote. Quoting whole passages showed the head of the top chunk,
+which is rarely where the answer is (issue 36: the QS-4021 question got the error catalogue's
+introduction). Here the top passages are cut into sentences (``split_sentences``) and every run of
+one to ``max_sentences`` consecutive sentences of at most ``max_words`` words is scored against the
+question by a ``SentenceScorer``; the best run is kept, then the best runs that still fit
+(``select_sentences``), each with the citation of its own page. Runs, not lone sentences: the answer
+to "what does QS-4021 mean" is the sentence after the heading that names QS-4021, and it does not
+repeat the code.
+
+Scorers (plain callables over runs of sentences, so that tests inject their own and load no model):
+- ``term_weight_scorer``: the share of the question's term weight that a run holds,
+  ``sum_{t in q and run} w(t) / sum_{t in q} w(t)`` over distinct terms, with BM25's idf as ``w``
+  (``bm25_idf``: Robertson & Zaragoza 2009, the Lucene form ``log(1 + (N - n_t + 0.5) / (n_t + 0.5))``,
+  from the index the query already searched) or, with no index, every term alike;
+- ``embedding_scorer``: the cosine between the question's embedding and the run's (the normalised sum
+  of its sentences' embeddings: each sentence is embedded once), by the model the query already loaded;
+- ``combined_scorer``: the mean of several scorers' scores, each first scaled to [0, 1] over the
+  candidates (min-max), so that neither scale dominates.
+``pipeline_scorer`` builds the combination from a ``Pipeline``'s loaded parts: no new model.
+
+A sentence ends at ``.``, ``!`` or ``?`` before white space (not after a few common abbreviations), or
+at a blank line (pages are joined by one); a heading line without a full stop stays with the sentence
+after it ("QS-4021 Billing account suspended HTTP 402."). With the documents at hand, passages are
+widened to the sentences they cut at either end (chunks start and end mid-sentence) and overlapping
+passages of one document are merged, so that no sentence is offered twice.
+Left out: sentence models (no new model), abbreviations beyond a short list, putting the chosen runs
+back in document order (they are shown best first).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from rag_core.doc_ids import escape_controls
+from rag_core.records import Document, Hit
+
+if TYPE_CHECKING:
+    from rag_core.retrieve.bm25 import BM25Index
+    from rag_core.retrieve.pipeline import Pipeline
+
+# (question, sentences) -> one score per sentence, higher is better
+SentenceScorer = Callable[[str, Sequence[str]], np.ndarray]
+
+MAX_SENTENCES = 3
+MAX_WORDS = 60
+TITLE_WORDS = 10  # a sentence on a line of its own shorter than this is a title (a heading, an FAQ's question)
+MAX_TITLES = 3  # titles a run may hold besides its sentences (they count for words, not sentences)
+MIN_WORDS = 4  # a run shorter than this (a lone heading, a page number) is not shown
+LEXICAL_WEIGHT = 0.15  # pipeline_scorer: BM25's term weights against the embedding (benchmarks/extractive_answers.py)
+WIDEN_CHARS = 400  # how far a passage is widened to the sentence it cuts, at most
+ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "approx", "inc", "corp", "ltd", "mr", "mrs", "dr", "fig", "u.s")
+_END = re.compile(r"[.!?](?=[\"')\]]?\s)|\n[ \t]*\n")
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    """One to a few consecutive sentences shown in an answer, where they are, and their score."""
+    text: str  # the sentences, white space collapsed
+    sentences: int  # titles (headings, questions) not counted
+    doc_id: str
+    page_start: int  # 1-based, the first sentence's page (without the document: its passage's first)
+    page_end: int  # the last sentence's page (without the document: its passage's last)
+    char_start: int  # in the document's text
+    passage_rank: int  # 1-based rank of the (first) passage it came from
+    score: float
+
+    def citation(self) -> str:
+        pages = f"page {self.page_start}" if self.page_start == self.page_end else \
+            f"pages {self.page_start}-{self.page_end}"
+        return f"[Source: {escape_controls(self.doc_id)}, {pages}]"
+
+
+@dataclass(frozen=True)
+class _Sentence:
+    text: str
+    start: int
+    pages: tuple[int, int]  # its page, or without the document its passage's first and last
+    title: bool  # a question, or a short line of its own (a heading, an FAQ's title): shown with what follows
+
+
+def split_sentences(text: str) -> list[tuple[int, int]]:
+    """(start, end) offsets of the sentences of `text`, in order, white space at either end left out."""
+    spans, start = [], 0
+    for match in _END.finditer(text):
+        if match.group() == "." and _is_abbreviation(text, match.start()):
+            continue
+        spans.append((start, match.end() if match.group().strip() else match.start()))
+        start = match.end()
+    spans.append((start, len(text)))
+    trimmed = []
+    for begin, end in spans:
+        while begin < end and text[begin].isspace():
+            begin += 1
+        while end > begin and text[end - 1].isspace():
+            end -= 1
+        if begin < end:
+            trimmed.append((begin, end))
+    return trimmed
+
+
+def _is_abbreviation(text: str, dot: int) -> bool:
+    word = re.search(r"[\w.]+$", text[max(0, dot - 8):dot])
+    return bool(word) and word.group().lower() in ABBREVIATIONS
+
+
+def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,
+                     documents: Mapping[str, Document] | None = None, max_sentences: int = MAX_SENTENCES,
+                     max_words: int = MAX_WORDS) -> list[Excerpt]:
+    """The runs of consecutive sentences of `hits` that best match `question`, best first, with no
+    more than `max_sentences` sentences and `max_words` words in all (a first sentence longer than
+    that is cut at `max_words`). `scorer` scores sentences; a run scores the mean of its sentences, and
+    does not end with a title (a question or a short line of its own: an FAQ's question, a heading), and
+    a sentence right after a title scores at least as the title does (``_run_score``).
+    `documents` (doc id -> ``Document``) widen the passages to whole sentences and place each run on
+    its pages; without them a run cites its passage's first page."""
+    regions = _regions(hits, documents or {})
+    texts = list(dict.fromkeys(sentence.text for region in regions for sentence in region[3]))
+    if not texts:
+        return []
+    by_text = dict(zip(texts, np.asarray(scorer(question, texts), dtype=float)))
+    runs = [(region, first, length, _run_score(region[3][first:first + length], by_text))
+            for region in regions for first in range(len(region[3]))
+            for length in range(1, max_sentences + MAX_TITLES + 1)
+            if first + length <= len(region[3]) and _fits(region[3][first:first + length], max_sentences, max_words)]
+    chosen: list[Excerpt] = []
+    used: set[tuple[str, int]] = set()  # (doc id, sentence start) already shown
+    sentences_left, words_left = max_sentences, max_words
+    for (doc_id, rank, _, sentences), first, length, score in sorted(
+            runs, key=lambda run: (-run[3], run[0][1], run[0][2] + run[1], run[2])):
+        part = sentences[first:first + length]
+        words, counted = sum(len(s.text.split()) for s in part), sum(not s.title for s in part)
+        if counted > sentences_left or (chosen and words > words_left) or any((doc_id, s.start) in used for s in part):
+            continue
+        text = " ".join(s.text for s in part)
+        if words > max_words:  # one long sentence, the best: shown cut
+            text, words = " ".join(text.split()[:max_words]) + " ...", max_words
+        chosen.append(Excerpt(text, counted, doc_id, part[0].pages[0], part[-1].pages[1], part[0].start, rank, score))
+        used.update((doc_id, s.start) for s in part)
+        sentences_left, words_left = sentences_left - counted, words_left - words
+        if sentences_left <= 0 or words_left < MIN_WORDS:
+            break
+    return chosen
+
+
+def _fits(run: Sequence[_Sentence], max_sentences: int, max_words: int) -> bool:
+    words = sum(len(sentence.text.split()) for sentence in run)
+    return (words >= MIN_WORDS and (len(run) == 1 or words <= max_words) and not run[-1].title
+            and sum(not sentence.title for sentence in run) <= max_sentences)
+
+
+def _run_score(run: Sequence[_Sentence], score: Mapping[str, float]) -> float:
+    """The mean over the run's sentences other than titles; the first sentence after titles scores at
+    least as they do: the answer under a heading that names what was asked scores as the heading does."""
+    scores, title = [], None
+    for sentence in run:
+        if sentence.title:
+            title = score[sentence.text] if title is None else max(title, score[sentence.text])
+        else:
+            scores.append(score[sentence.text] if title is None else max(score[sentence.text], title))
+            title = None
+    return float(np.mean(scores))
+
+
+def _regions(hits: Sequence[Hit], documents: Mapping[str, Document]) -> list[tuple[str, int, int, list[_Sentence]]]:
+    """(doc id, best passage rank, start, sentences) of the text `hits` cover: with its document, each
+    passage widened to whole sentences and merged with the passages of that document it overlaps."""
+    spans: dict[str, list[list[int]]] = {}  # doc id -> [start, end, rank]
+    loose = []
+    for rank, hit in enumerate(hits, start=1):
+        chunk = hit.chunk
+        document = documents.get(chunk.doc_id)
+        if document is None or document.text[chunk.char_start:chunk.char_end] != chunk.text:
+            pages = (chunk.page_start, chunk.page_end)
+            loose.append((chunk.doc_id, rank, chunk.char_start,
+                          _sentences(chunk.text, chunk.char_start, lambda _: pages)))
+            continue
+        spans.setdefault(chunk.doc_id, []).append([*_widened(document.text, chunk.char_start, chunk.char_end), rank])
+    regions = []
+    for doc_id, found in spans.items():
+        document = documents[doc_id]
+        merged: list[list[int]] = []
+        for start, end, rank in sorted(found):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1], merged[-1][2] = max(merged[-1][1], end), min(merged[-1][2], rank)
+            else:
+                merged.append([start, end, rank])
+        for start, end, rank in merged:
+            page_at = document.page_at
+            regions.append((doc_id, rank, start, _sentences(document.text[start:end], start,
+                                                            lambda at: (page_at(at), page_at(at)))))
+    return sorted(regions + loose, key=lambda region: region[1])
+
+
+def _sentences(text: str, offset: int, page_at: Callable[[int], tuple[int, int]]) -> list[_Sentence]:
+    """The sentences of `text` (at `offset` in its document). A title is a question, or a short sentence
+    that starts a line (or follows a question on its line), followed by another sentence."""
+    spans = split_sentences(text)
+    found: list[_Sentence] = []
+    for number, (start, end) in enumerate(spans, start=1):
+        sentence = " ".join(text[start:end].split())
+        line_start = text.rfind("\n", 0, start) + 1
+        own_line = not text[line_start:start].strip() or (
+            bool(found) and found[-1].text.endswith("?") and found[-1].start - offset >= line_start)
+        title = number < len(spans) and (sentence.endswith("?") or (own_line and len(sentence.split()) < TITLE_WORDS))
+        found.append(_Sentence(sentence, offset + start, page_at(offset + start), title))
+    return found
+
+
+def _widened(text: str, start: int, end: int) -> tuple[int, int]:
+    """[start, end) widened to the sentence boundaries just outside it (at most WIDEN_CHARS each way;
+    not at all where none is that near)."""
+    lookahead = 2  # a boundary's pattern looks at most two characters past the full stop
+    before = [match for match in _END.finditer(text, max(0, start - WIDEN_CHARS), min(len(text), start + lookahead))
+              if match.start() < start]
+    new_start = before[-1].end() if before and start > 0 else start
+    after = _END.search(text, max(0, end - 1), min(len(text), end + WIDEN_CHARS)) if end < len(text) else None
+    return new_start, (after.end() if after else end)
+
+
+# --- scorers ------------------------------------------------------------------------------------
+def term_weight_scorer(tokenize: Callable[[str], list[str]],
+                       weight: Callable[[str], float] = lambda token: 1.0) -> SentenceScorer:
+    """The share of the question's term weight each sentence holds (distinct terms; 0 for none)."""
+    def score(question: str, sentences: Sequence[str]) -> np.ndarray:
+        terms = {token: weight(token) for token in set(tokenize(question))}
+        total = sum(terms.values())
+        if total <= 0:
+            return np.zeros(len(sentences))
+        return np.array([sum(terms[token] for token in set(tokenize(text)) if token in terms) / total
+                         for text in sentences])
+    return score
+
+
+def bm25_idf(index: "BM25Index") -> Callable[[str], float]:
+    """BM25's idf of a token over the index's passages (Lucene form); a token in no passage gets the
+    idf of a token in none (the largest)."""
+    n_docs = len(index)
+
+    def idf(token: str) -> float:
+        scores = index._backend.term_scores(token)  # noqa: SLF001 - its per-passage scores give the document frequency
+        df = int(np.count_nonzero(scores)) if scores is not None else 0
+        return math.log(1 + (n_docs - df + 0.5) / (df + 0.5))
+    return idf
+
+
+def embedding_scorer(encode_question: Callable[[str], np.ndarray],
+                     encode_sentences: Callable[[list[str]], np.ndarray]) -> SentenceScorer:
+    """Cosine of the question's and each sentence's embedding (both encoders return unit vectors)."""
+    def score(question: str, sentences: Sequence[str]) -> np.ndarray:
+        if not sentences:
+            return np.zeros(0)
+        return np.asarray(encode_sentences(list(sentences)), dtype=float) @ np.asarray(encode_question(question))
+    return score
+
+
+def combined_scorer(*weighted: tuple[SentenceScorer, float]) -> SentenceScorer:
+    """The weighted mean of (scorer, weight) pairs' scores, each scaled to [0, 1] over the sentences
+    scored (min-max), so that no scale dominates."""
+    def score(question: str, sentences: Sequence[str]) -> np.ndarray:
+        total = np.zeros(len(sentences))
+        for scorer, weight in weighted:
+            total += weight * _scaled(np.asarray(scorer(question, sentences), dtype=float))
+        return total / max(1e-12, sum(weight for _, weight in weighted))
+    return score
+
+
+def _scaled(values: np.ndarray) -> np.ndarray:
+    spread = float(values.max() - values.min()) if len(values) else 0.0
+    return (values - values.min()) / spread if spread > 0 else np.zeros(len(values))
+
+
+def pipeline_scorer(pipeline: "Pipeline") -> SentenceScorer:
+    """From what `pipeline` loaded for its query: BM25's idf when it searched with BM25 (else its
+    tokenizer, every term alike), plus the embedding model when it searched with it."""
+    from rag_core.retrieve.retrievers import uses_embedder
+    from rag_core.retrieve.tokenizer import get_tokenizer
+
+    index = next((retriever.index for retriever in pipeline.first_stage.retrievers
+                  if getattr(retriever, "index", None) is not None and hasattr(retriever.index, "tokenize")), None)
+    lexical = (term_weight_scorer(index.tokenize, bm25_idf(index)) if index is not None
+               else term_weight_scorer(get_tokenizer(pipeline.config.tokenizer)))
+    if not uses_embedder(pipeline.config):
+        return lexical
+    embedder: Any = pipeline.index.embedder
+    encoder = embedder.query_encoder  # what embedded the question: loaded already, no new model
+    dense = embedding_scorer(embedder.embed_query,
+                             lambda texts: encoder.encode(texts, "document", embedder.batch_size))
+    return combined_scorer((lexical, LEXICAL_WEIGHT), (dense, 1 - LEXICAL_WEIGHT))

@@ -1,0 +1,133 @@
+"""Sentence selection for extractive answers (rag_core/generate/sentences.py), with injected scorers:
+the answering sentence in the middle of a long passage is shown, on its own page; titles (an FAQ's
+question, a heading) come with what follows; the budget of sentences and words holds; the scorers'
+arithmetic is checked by hand (BM25's idf against the Lucene formula)."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from rag_core.generate.sentences import (MAX_WORDS, bm25_idf, combined_scorer, embedding_scorer, select_sentences,
+                                         split_sentences, term_weight_scorer)
+from rag_core.records import Chunk, Document, Hit, StageScore
+
+
+def tokenize(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+WORDS = term_weight_scorer(tokenize)  # every term alike
+QUESTION = "How long are dead letter messages kept before they are deleted?"
+ANSWER = "Messages in a dead letter queue are kept for 14 days before they are deleted."
+FILLER = [
+    "The broker stores every queue in three availability zones of its region.",
+    "Publishers receive an acknowledgement once all three copies are written.",
+    "Consumers fetch batches of up to ten entries with a single call.",
+    "Visibility timeouts start when a batch is handed to a consumer.",
+    "Long polling waits up to twenty seconds for new entries to arrive.",
+    "Each project has its own encryption key for data at rest.",
+    "Metrics are published every minute to the monitoring console.",
+    "Alarms can be defined on queue depth and on the age of the oldest entry.",
+]
+
+
+def hit(doc_id: str, text: str, start: int = 0, pages: tuple[int, int] = (1, 1), rank: int = 1) -> Hit:
+    chunk = Chunk(Chunk.make_id(doc_id, start, start + len(text), text), doc_id, text, start, start + len(text), *pages)
+    return Hit(chunk, 1.0 / rank, {"fused": StageScore(rank, 1.0 / rank)})
+
+
+def test_the_answering_sentence_in_the_middle_of_a_long_passage_is_shown_on_its_page():
+    page_one = " ".join(FILLER[:5]) + " " + FILLER[5]
+    page_two = " ".join(FILLER[6:]) + " " + ANSWER + " " + " ".join(FILLER[:4])
+    document = Document.from_pages("guide.pdf", [page_one, page_two], "0" * 64)
+    passage = hit("guide.pdf", document.text, pages=(1, 2))
+    assert ANSWER not in " ".join(document.text.split()[:MAX_WORDS])  # the premise: the head does not hold it
+
+    [first, *rest] = select_sentences(QUESTION, [passage], WORDS, {"guide.pdf": document})
+    assert first.text == ANSWER and first.citation() == "[Source: guide.pdf, page 2]"
+    assert first.char_start == document.text.index(ANSWER) and first.passage_rank == 1
+    shown = [first, *rest]
+    assert sum(excerpt.sentences for excerpt in shown) <= 3
+    assert sum(len(excerpt.text.split()) for excerpt in shown) <= MAX_WORDS
+    # Without the document the sentence is still found, citing its passage's pages.
+    assert select_sentences(QUESTION, [passage], WORDS)[0].citation() == "[Source: guide.pdf, pages 1-2]"
+
+
+def test_sentences_end_at_full_stops_and_blank_lines_not_at_decimals_or_abbreviations():
+    text = "Heading line\nThe fee is 2.5 percent, e.g. on transfers. Is it due?  Yes!\n\nNext part"
+    assert [text[start:end] for start, end in split_sentences(text)] == [
+        "Heading line\nThe fee is 2.5 percent, e.g. on transfers.", "Is it due?", "Yes!", "Next part"]
+
+
+def test_an_faq_question_is_shown_with_its_answer_never_alone():
+    text = ("What does QS-4021 mean? Our producers fail.\nThis is the billing suspension code, returned while an "
+            "invoice is overdue. Receiving keeps working for 30 days.\nUnrelated closing remark about the console.")
+    favourite = {"What does QS-4021 mean?": 1.0}  # the question matches best, its answer not at all
+
+    def scorer(question, sentences):
+        return np.array([favourite.get(sentence, 0.0) for sentence in sentences])
+
+    shown = select_sentences("What does QS-4021 mean?", [hit("faq.pdf", text)], scorer, max_sentences=2)
+    assert shown[0].text == ("What does QS-4021 mean? Our producers fail. This is the billing suspension code, "
+                             "returned while an invoice is overdue.")  # the line after a question is its title too
+    assert shown[0].sentences == 1 and shown[0].score == 1.0  # titles: words, not sentences of the budget
+    assert [excerpt.text for excerpt in shown[1:]] == ["Receiving keeps working for 30 days."]  # ties: first in text
+
+
+def test_the_budget_of_sentences_and_words_holds_and_the_best_comes_first():
+    sentences = [f"Sentence number {word} has exactly six words." for word in ("one", "two", "three", "four")]
+    long = "A very long sentence " + " ".join(["word"] * 70) + "."
+    scores = {sentences[0]: 0.2, sentences[1]: 0.9, sentences[2]: 0.1, sentences[3]: 0.8, long: 0.0}
+    scorer = lambda question, texts: np.array([scores[text] for text in texts])  # noqa: E731
+    opening = "An opening sentence long enough not to be taken for a heading."
+    scores[opening] = 0.0
+    passage = hit("a.txt", " ".join([opening, *sentences, long]))
+    shown = select_sentences("q", [passage], scorer, max_sentences=2, max_words=40)
+    assert [excerpt.text for excerpt in shown] == [sentences[1], sentences[3]]  # 0.9, then 0.8 (runs average lower)
+    assert [round(excerpt.score, 3) for excerpt in shown] == [0.9, 0.8]
+    only_long = select_sentences("q", [hit("b.txt", long)], scorer, max_words=10)
+    assert only_long[0].text == " ".join(long.split()[:10]) + " ..."  # the best, cut at the budget
+
+
+def test_overlapping_passages_offer_each_sentence_once():
+    document = Document.from_pages("doc.txt", [" ".join(FILLER[:4]) + " " + ANSWER], "0" * 64)
+    cut = document.text.index(FILLER[2])
+    first, second = hit("doc.txt", document.text[:cut + 20]), hit("doc.txt", document.text[cut:], cut, rank=2)
+    shown = select_sentences(QUESTION, [first, second], WORDS, {"doc.txt": document})
+    assert len({excerpt.char_start for excerpt in shown}) == len(shown)
+    assert shown[0].text == ANSWER and shown[0].passage_rank == 1  # merged with the first passage it overlaps
+
+
+def test_term_weights_are_shares_of_the_questions_weight():
+    weights = {"dead": 3.0, "letter": 1.0, "kept": 2.0}
+    scorer = term_weight_scorer(tokenize, lambda token: weights.get(token, 0.0))
+    scores = scorer("dead letter kept", ["a dead end", "letters kept here: dead letter", "nothing"])
+    assert scores.tolist() == pytest.approx([3 / 6, 6 / 6, 0.0])
+
+
+def test_combined_scores_are_weighted_means_of_min_max_scaled_scores():
+    first = lambda question, texts: np.array([1.0, 3.0, 5.0])  # noqa: E731 - scaled: 0, 0.5, 1
+    second = lambda question, texts: np.array([0.2, 0.1, 0.0])  # noqa: E731 - scaled: 1, 0.5, 0
+    combined = combined_scorer((first, 0.25), (second, 0.75))("q", ["a", "b", "c"])
+    assert combined.tolist() == pytest.approx([0.75, 0.5, 0.25])
+
+
+def test_embedding_scores_are_cosines():
+    vectors = {"q": np.array([1.0, 0.0]), "a": np.array([0.6, 0.8]), "b": np.array([0.0, 1.0])}
+    scorer = embedding_scorer(lambda text: vectors[text], lambda texts: np.array([vectors[t] for t in texts]))
+    assert scorer("q", ["a", "b"]).tolist() == pytest.approx([0.6, 0.0])
+
+
+def test_bm25_idf_is_lucenes():
+    from rag_core.retrieve.bm25 import BM25Index
+
+    index = BM25Index(tokenizer="simple")
+    index.index(["a", "b", "c", "d"], ["dead letter queue", "letter box", "letter opener", "queue depth"])
+    idf = bm25_idf(index)
+    n = 4
+    for token, df in (("dead", 1), ("letter", 3), ("queue", 2), ("absent", 0)):
+        assert idf(token) == pytest.approx(math.log(1 + (n - df + 0.5) / (df + 0.5)))
