@@ -99,6 +99,8 @@ SETTINGS.declare(
             above=0, rule=lambda ks: None if ks else "must hold positive integers", group="evaluation"),
     Setting("tracing", bool, True, "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: "
             "off)", group="evaluation"),
+    Setting("trace_queries", bool, False, "log every 'query' as an MLflow trace to label (query --trace; experiment "
+            "--experiment, default 'queries')", group="evaluation"),
     owner="general")
 SETTINGS.add_rule(Rule(_child_size_fits, "general"))
 

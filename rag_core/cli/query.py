@@ -7,6 +7,8 @@ The work is ``rag_core.service.answer_query``; the text is ``rag_core.workbench.
 from __future__ import annotations
 
 import argparse
+import sys
+import time
 
 from rag_core.cli.common import EXIT_OK, add_where_argument, config_from_args, emit, store_from_args
 from rag_core.retrieve.filters import parse_where
@@ -22,21 +24,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--explain", action="store_true",
                         help="show each final passage's rank and score at every stage (vector, BM25, fused, re-ranked)")
     parser.add_argument("--no-llm", action="store_true", help="never call the LLM: extractive answer")
+    parser.add_argument("--trace", action="store_true",
+                        help="log the question, passages and answer as an MLflow trace to label (setting trace_queries)")
+    parser.add_argument("--experiment", default=None, metavar="NAME", help="MLflow experiment of --trace [queries]")
     add_where_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from rag_core.generate.answer import quote_passages
     from rag_core.service import answer_query
     from rag_core.workbench.reports import format_answer, format_explain
 
     config = config_from_args(args)
+    started_ns = time.time_ns()
     result = answer_query(args.question, store_from_args(args), config, use_llm=not args.no_llm,
                           where=parse_where(args.where))
     text = format_answer(result)
     if args.explain:
         text += "\n\n" + format_explain(result, config)
-        if result.answer.passages:  # an extractive answer quotes a few sentences of them: here they are whole
-            text += "\n\nThe passages given:\n\n" + quote_passages(result.answer.passages)
-    emit(args, result.as_json(), text)
+    trace = log_trace(args, config, result, started_ns) if args.trace or config.trace_queries else None
+    emit(args, {**result.as_json(), **({"trace": trace.as_json()} if trace else {})}, text)
     return EXIT_OK
+
+
+def log_trace(args: argparse.Namespace, config, result, started_ns: int):
+    """Log the answered question as an MLflow trace; says where on stderr."""
+    from rag_core.workbench.query_traces import DEFAULT_EXPERIMENT, log_answered_query
+
+    trace = log_answered_query(result, config, started_ns=started_ns, experiment=args.experiment or DEFAULT_EXPERIMENT)
+    print(f"MLflow trace {trace.trace_id} in experiment {trace.experiment!r} ({trace.tracking_uri})", file=sys.stderr)
+    return trace

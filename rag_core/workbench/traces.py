@@ -22,8 +22,9 @@ to back from the moment the query's retrieval began, and generation follows retr
 evaluation answers are generated after all retrievals: a trace shows one query as a user waits for it).
 Each trace has the tag ``rag.query_id``. Secrets: when any API key is known to the process (set in the
 environment or given to a client), every string of a trace goes through ``rag_core.api_keys.redact``.
-Left out: spans for the LLM judge's calls (its scores are attributes of the query span); traces of
-``rag-pipeline query``.
+``write_traces`` writes built traces; ``rag-pipeline query --trace`` uses it for one query's trace
+(``rag_core.workbench.query_traces``). Left out: spans for the LLM judge's calls (its scores are
+attributes of the query span).
 """
 
 from __future__ import annotations
@@ -58,19 +59,26 @@ Scrub = Callable[[Any], Any]  # rag_core.workbench.tracking.secret_scrubber
 
 def log_query_traces(report: "EvalReport", *, run_id: str, experiment_id: str, tracking_uri: str) -> list[str]:
     """One trace per query of `report`, in experiment `experiment_id`, linked to `run_id`; the trace ids."""
-    from mlflow.entities import Span
-    from mlflow.tracing.client import TracingClient
-    from mlflow.tracking import MlflowClient
-
     scrub = secret_scrubber()
     traces = [query_trace(row, report.retrievals[row["query_id"]],
                           report.started_ns.get(row["query_id"], time.time_ns()), scrub)
               for row in report.per_query]
+    return write_traces(traces, experiment_id=experiment_id, tracking_uri=tracking_uri, run_id=run_id)
+
+
+def write_traces(traces: Sequence["TraceBuilder"], *, experiment_id: str, tracking_uri: str,
+                 run_id: str | None = None) -> list[str]:
+    """Write built traces to experiment `experiment_id` in batches, linked to `run_id` when given; the trace ids."""
+    from mlflow.entities import Span
+    from mlflow.tracing.client import TracingClient
+    from mlflow.tracking import MlflowClient
+
     tracing, client = TracingClient(tracking_uri), MlflowClient(tracking_uri)
     for start in range(0, len(traces), TRACES_PER_BATCH):
         batch = traces[start:start + TRACES_PER_BATCH]
         tracing.log_spans(experiment_id, [Span.from_dict(span) for trace in batch for span in trace.spans])
-        client.link_traces_to_run([trace.trace_id for trace in batch], run_id)  # at most 100 a call
+        if run_id is not None:
+            client.link_traces_to_run([trace.trace_id for trace in batch], run_id)  # at most 100 a call
     return [trace.trace_id for trace in traces]
 
 
@@ -97,8 +105,10 @@ class TraceBuilder:
         return span_id
 
 
-def query_trace(row: Mapping[str, Any], retrieval: "Retrieval", started_ns: int, scrub: Scrub) -> TraceBuilder:
-    """The trace of one evaluated query (see the module docstring for its spans)."""
+def query_trace(row: Mapping[str, Any], retrieval: "Retrieval", started_ns: int, scrub: Scrub, *,
+                passage_chars: int | None = PASSAGE_CHARS) -> TraceBuilder:
+    """The trace of one evaluated query (see the module docstring for its spans); `passage_chars` None
+    keeps each passage's whole text (one query's trace, ``rag_core.workbench.query_traces``)."""
     trace = TraceBuilder()
     root = secrets.randbits(64) or 1
     clock = started_ns
@@ -109,7 +119,7 @@ def query_trace(row: Mapping[str, Any], retrieval: "Retrieval", started_ns: int,
         ms = {key: retrieval.latency_ms[key] for key in latency_keys if key in retrieval.latency_ms}
         end = clock + int(sum(ms.values()) * 1e6)
         trace.add(name, span_type, clock, end, inputs=scrub({"query": retrieval.query}),
-                  outputs=scrub(documents(retrieval.stages[stage])), parent=root,
+                  outputs=scrub(documents(retrieval.stages[stage], passage_chars)), parent=root,
                   attributes={**{f"{key}_ms": value for key, value in ms.items()},
                               "candidates_reused": bool(retrieval.work.get("candidates_reused"))})
         clock = end
@@ -140,9 +150,9 @@ def _generation_span(trace: TraceBuilder, root: int, row: Mapping[str, Any], ret
     return end
 
 
-def documents(hits: Sequence["Hit"]) -> list[dict[str, Any]]:
+def documents(hits: Sequence["Hit"], passage_chars: int | None = PASSAGE_CHARS) -> list[dict[str, Any]]:
     """A stage's ranked list as MLflow retriever documents (the fields of ``mlflow.entities.Document``)."""
-    return [{"id": hit.chunk.id, "page_content": hit.chunk.text[:PASSAGE_CHARS],
+    return [{"id": hit.chunk.id, "page_content": hit.chunk.text[:passage_chars],
              "metadata": {"doc_uri": hit.chunk.doc_id, "page_start": hit.chunk.page_start,
                           "page_end": hit.chunk.page_end, "rank": rank, "score": _json_safe(float(hit.score))}}
             for rank, hit in enumerate(hits, start=1)]

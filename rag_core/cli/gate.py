@@ -1,0 +1,76 @@
+"""``rag-pipeline gate``: exit 1 when a candidate configuration is significantly worse than the baseline.
+
+The test and its statistics are ``rag_core.workbench.gate``; this module reads the two configuration
+files (setting flags apply to both), prints the table (or ``--json``) and turns the verdict into the
+exit code: 0 pass, 1 the candidate is worse, 2 bad input. A CI example: ``docs/ci-gate.yml``.
+Left out: logging the gate to MLflow (``eval`` logs a configuration's run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+
+from rag_core.cli.common import EXIT_FAILURE, EXIT_OK, store_from_args
+
+NAME = "gate"
+HELP = "fail (exit 1) when a candidate configuration is significantly worse than the baseline"
+DESCRIPTION = (
+    "Evaluate --baseline and --candidate (YAML settings files; setting flags apply to both) on the same golden-set "
+    "queries and compare them query by query: the candidate fails when it is worse than the baseline by more than "
+    "--margin with a one-sided paired t-test at --alpha (Holm-adjusted over several --metric). Prints both scores "
+    "with bootstrap 95%% intervals, the difference and the p-values. Exit 0: pass; 1: worse; 2: bad input.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--golden", required=True, metavar="FILE", help="golden set (JSONL)")
+    parser.add_argument("--baseline", required=True, metavar="YAML", help="settings of the baseline configuration")
+    parser.add_argument("--candidate", required=True, metavar="YAML", help="settings of the candidate configuration")
+    parser.add_argument("--metric", action="append", metavar="M",
+                        help="metric to gate on, repeatable (default page/ndcg@10)")
+    parser.add_argument("--margin", type=float, default=0.0, metavar="X",
+                        help="how much worse the candidate may be before it fails [0]")
+    parser.add_argument("--alpha", type=float, default=0.05, metavar="P", help="significance level [0.05]")
+    parser.add_argument("--input", metavar="DIR", help="documents to evaluate on (default: the store's documents)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rag_core.cli.common import setting_flags
+    from rag_core.config import load_config
+    from rag_core.errors import BadInput
+    from rag_core.workbench.gate import DEFAULT_METRICS, run_gate
+
+    if args.config:
+        raise BadInput("gate takes its two configurations from --baseline and --candidate, not --config")
+    flags = setting_flags(args)
+    baseline, candidate = load_config(args.baseline, flags), load_config(args.candidate, flags)
+    with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
+        result = run_gate(baseline, candidate, golden=args.golden, store_dir=store_from_args(args),
+                          input_dir=args.input, metrics=args.metric or DEFAULT_METRICS, margin=args.margin,
+                          alpha=args.alpha)
+    if args.json:
+        print(json.dumps({**result.as_json(), "baseline": args.baseline, "candidate": args.candidate}, indent=2))
+    else:
+        print(format_gate(result, args.baseline, args.candidate))
+    return EXIT_FAILURE if result.failed else EXIT_OK
+
+
+def format_gate(result, baseline: str, candidate: str) -> str:
+    """The gate's table: one row per metric, and the verdict."""
+    from rag_core.workbench.intervals import number
+
+    header = f"{'metric':<16} {'baseline':<24} {'candidate':<24} {'difference':<26} {'p':>8} {'p Holm':>8}  verdict"
+    rows = [header]
+    for gate in result.metrics:
+        change = gate.difference
+        difference = f"{change.estimate:+.3f} [{change.low:+.3f}, {change.high:+.3f}]"
+        rows.append(f"{gate.metric:<16} {str(gate.baseline):<24} {str(gate.candidate):<24} {difference:<26} "
+                    f"{gate.p:>8.3g} {gate.p_holm:>8.3g}  {'WORSE' if gate.worse else 'ok'}")
+    verdict = ("FAIL: the candidate is worse than the baseline" if result.failed else
+               "PASS: the candidate is not significantly worse than the baseline")
+    return "\n".join([
+        f"baseline {baseline} vs candidate {candidate}: {result.queries} queries, margin {number(result.margin)}, "
+        f"alpha {result.alpha} (one-sided paired t-test, Holm over {len(result.metrics)} metric(s))",
+        "", *rows, "", f"{verdict} (exit {1 if result.failed else 0})"])
