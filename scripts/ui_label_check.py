@@ -125,7 +125,8 @@ class Browser:
         is `text`, as a mouse does."""
         x, y = self.wait_for(
             f"(() => {{ const found = Array.from(document.querySelectorAll({json.dumps(selector)})).filter(e => "
-            f"e.innerText && e.innerText.trim().split('\\n')[0].trim() === {json.dumps(text)} && e.offsetParent !== null); "
+            f"e.innerText && e.innerText.trim().split('\\n')[0].trim() === {json.dumps(text)} && "
+            "e.offsetParent !== null); "
             "if (!found.length) "
             "return null; const r = found[found.length - 1].getBoundingClientRect(); return [r.x + r.width / 2, "
             "r.y + r.height / 2]; })()", f"{selector} {text!r}")
@@ -197,7 +198,8 @@ def export(folder: Path, trace: dict[str, Any]) -> dict[str, Any]:
     out = folder / "grown.jsonl"
     completed = subprocess.run([sys.executable, "-m", "rag_core.cli", "feedback", "export", "--experiment", "queries",
                                 "--out", str(out), "--store", trace["store"], "--json"], capture_output=True,
-                               text=True, env={**os.environ, "MLFLOW_TRACKING_URI": trace["uri"]}, cwd=ROOT, timeout=600)
+                               text=True, env={**os.environ, "MLFLOW_TRACKING_URI": trace["uri"]}, cwd=ROOT,
+                               timeout=600)
     if completed.returncode:
         return {"returncode": completed.returncode, "stderr": completed.stderr[-2000:]}
     return {"returncode": 0, "report": json.loads(completed.stdout),
@@ -215,7 +217,8 @@ def check(folder: Path, screenshot: Path | None) -> dict[str, Any]:
         browser = Browser(folder / "chrome-label")
         try:
             browser.call("Page.enable")
-            browser.call("Emulation.setDeviceMetricsOverride", width=1600, height=900, deviceScaleFactor=1, mobile=False)
+            browser.call("Emulation.setDeviceMetricsOverride", width=1600, height=900, deviceScaleFactor=1,
+                         mobile=False)
             try:
                 label_in_ui(browser, base, trace)
             except (TimeoutError, RuntimeError) as exc:
@@ -243,7 +246,9 @@ def main() -> int:
         return 2
     try:
         chromium()
-        with (contextlib.nullcontext(args.keep) if args.keep else tempfile.TemporaryDirectory(prefix="rag-ui-label-")) as temp:
+        folder_context = (contextlib.nullcontext(args.keep) if args.keep
+                          else tempfile.TemporaryDirectory(prefix="rag-ui-label-"))
+        with folder_context as temp:
             folder = Path(temp)
             folder.mkdir(parents=True, exist_ok=True)
             result = check(folder, Path(args.screenshot).resolve() if args.screenshot else None)

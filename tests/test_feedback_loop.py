@@ -70,7 +70,8 @@ def test_a_traced_question_labelled_with_the_python_api_becomes_a_golden_line(sa
     code, report = run_export(capsys, "--out", str(out), "--judge-labels", str(judge), "--store", str(sample_store))
     assert (code, report["added"], report["skipped"], report["traces"]) == (0, 1, [], 1)
     [line] = [json.loads(text) for text in out.read_text().splitlines()]
-    assert line["query"] == QUESTION and line["answer"] == "The billing account is suspended because an invoice is overdue."
+    assert line["query"] == QUESTION
+    assert line["answer"] == "The billing account is suspended because an invoice is overdue."
     [evidence] = line["evidence"]
     assert (evidence["source"], evidence["text"]) == (labelled.doc_id, scrub(labelled.text))
     assert labelled.page_start <= evidence["page"] <= labelled.page_end
@@ -101,7 +102,8 @@ def test_export_of_a_missing_experiment_is_bad_input(sample_store, tracking_uri,
 
 def test_gate_fails_truncated_1024_word_chunks_and_passes_the_default_against_itself(
         copy_of_sample_store, sample_golden_file, capsys):
-    common = ["--golden", str(sample_golden_file), "--store", str(copy_of_sample_store), "--rerank-depth", "0", "--json"]
+    common = ["--golden", str(sample_golden_file), "--store", str(copy_of_sample_store), "--rerank-depth", "0",
+              "--json"]
     code = cli_main(["gate", "--baseline", ROOT_FILES[0], "--candidate", ROOT_FILES[1], *common])
     worse = json.loads(capsys.readouterr().out)
     [gate] = worse["metrics"]

@@ -30,7 +30,8 @@ DESCRIPTION = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", choices=["export"], help="export: labelled traces -> golden-set lines")
     parser.add_argument("--experiment", required=True, metavar="NAME", help="MLflow experiment holding the traces")
-    parser.add_argument("--out", required=True, metavar="FILE", help="golden set (JSONL) to append to (created if missing)")
+    parser.add_argument("--out", required=True, metavar="FILE",
+                        help="golden set (JSONL) to append to (created if missing)")
     parser.add_argument("--judge-labels", metavar="FILE", help="also append judge labels for rejected answers here")
 
 
