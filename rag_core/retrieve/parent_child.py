@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from rag_core.ingest.chunking import count_words, split_span
 from rag_core.records import Chunk, Document, ScoredId
 
@@ -76,3 +78,20 @@ def pool_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[str,
     pooled = sorted((ScoredId(parent, float(pool(found))) for parent, found in scores.items()),
                     key=lambda hit: (-hit.score, hit.id))
     return pooled if depth is None else pooled[:depth]
+
+
+def pool_rows(scores: np.ndarray, parent_row: np.ndarray,
+              pooling: str = "max") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``pool_to_parents`` on arrays, for exact search over every child: `scores` and `parent_row` (each
+    child's parent, as 0..P-1) per child -> (the parents present, their pooled scores, and each one's
+    best child as a row of `scores`), as three arrays in parent order."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"unknown pooling {pooling!r}: one of {', '.join(POOLINGS)}")
+    order = np.lexsort((-scores, parent_row))  # by parent, then best child first
+    parents, ranked = parent_row[order], np.asarray(scores, dtype=np.float64)[order]
+    starts = np.flatnonzero(np.r_[True, parents[1:] != parents[:-1]]) if len(order) else np.zeros(0, np.int64)
+    best = ranked[starts]
+    if pooling == "mean_top2":
+        two = np.r_[starts[1:], len(order)] - starts >= 2
+        best = np.where(two, (best + ranked[np.minimum(starts + 1, len(order) - 1)]) / 2, best)
+    return parents[starts], best, order[starts]

@@ -3,10 +3,11 @@ window scores into unit scores (rag_core.retrieve.parent_child.pool_to_parents).
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rag_core.records import ScoredId
-from rag_core.retrieve.parent_child import collapse_to_parents, pool_to_parents
+from rag_core.retrieve.parent_child import collapse_to_parents, pool_rows, pool_to_parents
 from rag_core.retrieve.windows import (WindowStats, count_unread, default_stride, unit_windows, unread_warning,
                                        window_spans, windows_of, word_starts)
 
@@ -93,3 +94,21 @@ def test_pooling_max_and_mean_of_the_two_best_windows():
 def test_pooling_ties_are_ordered_by_unit_id():
     assert pool_to_parents([ScoredId("z", 0.5), ScoredId("m#w0", 0.5)], {"m#w0": "m"}, "max") == [
         ScoredId("m", 0.5), ScoredId("z", 0.5)]
+
+
+@pytest.mark.parametrize("pooling", ["max", "mean_top2"])
+def test_pooling_on_arrays_agrees_with_pooling_a_ranked_list(pooling):
+    """``pool_rows`` (numpy, what exact search uses) against ``pool_to_parents`` (a loop over hits)."""
+    rng = np.random.default_rng(3)
+    parents = rng.integers(0, 40, size=200)  # some parents with one child, some with many
+    scores = np.round(rng.random(200), 2).astype(np.float32)  # rounded: ties within and across parents
+    ids = [f"c{i}" for i in range(200)]
+    parent_of = {f"c{i}": f"p{parent:02d}" for i, parent in enumerate(parents)}
+    ranked = sorted((ScoredId(i, float(s)) for i, s in zip(ids, scores)), key=lambda hit: (-hit.score, hit.id))
+    expected = pool_to_parents(ranked, parent_of, pooling)
+    units, pooled, best = pool_rows(scores, parents, pooling)
+    order = np.lexsort((units, -pooled))
+    assert [f"p{units[i]:02d}" for i in order] == [hit.id for hit in expected]
+    assert [float(pooled[i]) for i in order] == pytest.approx([hit.score for hit in expected])
+    for unit, row in zip(units, best):  # each parent's best child is one of its children with its highest score
+        assert parents[row] == unit and scores[row] == scores[parents == unit].max()

@@ -31,10 +31,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
+import numpy as np
+
 from rag_core.errors import DamagedStore
 from rag_core.ingest.corpus import write_json_atomic
-from rag_core.records import Chunk
-from rag_core.retrieve.parent_child import pool_to_parents
+from rag_core.records import Chunk, ScoredId
+from rag_core.retrieve.parent_child import pool_rows, pool_to_parents
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
 from rag_core.retrieve.retrievers.dense_matrix import read_matrix, write_matrix
 from rag_core.retrieve.store_check import check_chroma, manifest_or_none, read_manifest
@@ -84,6 +86,8 @@ class DenseRetriever(Retriever):
         self.windowed = self.pooling != "first"
         self.windows: dict[str, Window] = {}  # window id -> window, for units of several windows
         self.unit_of: dict[str, str] = {}  # window id -> unit id, for units of several windows
+        self._unit_rows: Any = None  # exact search with windows: each row's unit (an index into _unit_names)
+        self._unit_names: Any = None
 
     @property
     def embedder(self) -> Any:
@@ -271,6 +275,10 @@ class DenseRetriever(Retriever):
         vector, embed_ms = query.vector()
         # with windows: every window when exact (pooling is then exact), WINDOW_DEPTH per unit wanted otherwise
         wanted = depth if not self.windows else len(self.exact) if self.exact is not None else depth * WINDOW_DEPTH
+        if self.exact is not None and self.windows:
+            hits, best = self._pooled_exact(vector, depth, allowed_doc_ids)
+            search_ms = (time.perf_counter() - started) * 1000 - embed_ms
+            return Ranked(hits, {"embed_query": embed_ms, "vector_search": search_ms}, {"dense_windows": best})
         if self.exact is not None:
             hits = self.exact.search(vector, wanted, allowed_doc_ids)
         else:
@@ -285,6 +293,28 @@ class DenseRetriever(Retriever):
         if self.exact is None and len(self.ann_overlap) < ANN_SAMPLE and hits:
             self._measure_ann(vector, depth, allowed_doc_ids, hits)
         return Ranked(hits, {"embed_query": embed_ms, "vector_search": search_ms}, info)
+
+    def _pooled_exact(self, vector: Any, depth: int,
+                      allowed_doc_ids: Sequence[str] | None) -> tuple[list[ScoredId], dict[str, str]]:
+        """Exact search with windows: every window scored, pooled per unit (``pool_rows``), the best
+        `depth` units by (score, unit id); and each multi-window unit's best window, for ``--explain``."""
+        exact = self.exact
+        if self._unit_rows is None:  # each row's unit, as an index into the units sorted by id
+            units = np.asarray([self.unit_of.get(str(row_id), str(row_id)) for row_id in exact.ids], dtype=object)
+            self._unit_names, self._unit_rows = np.unique(units.astype(str), return_inverse=True)
+        scores, rows = exact.scores(vector), np.arange(len(exact))
+        if allowed_doc_ids is not None:
+            rows = np.flatnonzero(np.isin(exact.doc_ids, list(allowed_doc_ids)))
+        units, pooled, best_rows = pool_rows(scores[rows], self._unit_rows[rows], self.pooling)
+        top = np.lexsort((units, -pooled))[:depth]  # units are ranks of sorted ids: ties by id
+        hits = [ScoredId(str(self._unit_names[units[i]]), float(pooled[i])) for i in top]
+        best: dict[str, str] = {}
+        for i in top:
+            window = self.windows.get(str(exact.ids[rows[best_rows[i]]]))
+            if window is not None:
+                best[window.unit_id] = (f"window {window.index + 1} of {window.of} (tokens {window.token_start}-"
+                                        f"{window.token_end}, score {float(scores[rows[best_rows[i]]]):.4g})")
+        return hits, best
 
     def _matched(self, windows: Sequence[Any], units: set[str]) -> dict[str, str]:
         """Unit id -> which of its windows scored best (for ``--explain``), for the units of several windows."""
