@@ -7,14 +7,15 @@
 2. ``mlflow server`` serves the store; headless Chromium, driven through the DevTools protocol
    (``websocket-client``), opens the experiment's Traces view, clicks the question's trace, and adds
    the third label as a person does: Assess -> Add feedback -> Human feedback, name
-   ``answer_accepted``, Boolean True, Create. The label must then be in the store.
+   ``answer_accepted``, Boolean True, Create; then a fourth, ``passage_relevant`` True on another
+   passage, named in the form's Rationale (``error-codes.pdf p1``: the form has no metadata). Both
+   must then be in the store.
 3. A screenshot of the trace view holding the labels is saved (``--screenshot``), and
    ``feedback export`` must turn the trace into a golden-set line.
 Exit 0: the UI label was stored and exported; 1: something failed (what the page showed is
 printed); 2: no Chromium or websocket-client.
 Usage: python scripts/ui_label_check.py [--json] [--keep DIR] [--screenshot PNG]
-Left out: the span-level labels of the UI (a passage label needs metadata, which the UI's form lacks:
-passage labels come from the Python API).
+Left out: the UI's span-level labels (a passage is named by source and page, not by span).
 """
 
 from __future__ import annotations
@@ -64,13 +65,15 @@ def labelled_trace(folder: Path) -> dict[str, Any]:
     result = answer_query(QUESTION, store, config, use_llm=False)
     logged = log_answered_query(result, config, started_ns=started, tracking_uri=uri)
     first = result.retrieval.hits[0].chunk
+    other = next(hit.chunk for hit in result.retrieval.hits if hit.chunk.doc_id != first.doc_id)
     mlflow.set_tracking_uri(uri)
     person = AssessmentSource(source_type="HUMAN", source_id="reviewer")
     mlflow.log_feedback(trace_id=logged.trace_id, name="passage_relevant", value=True, source=person,
                         metadata={"source": first.doc_id, "page": first.page_start})
     mlflow.log_expectation(trace_id=logged.trace_id, name="expected_response", value=EXPECTED, source=person)
     return {"uri": uri, "store": str(store), "trace_id": logged.trace_id, "experiment_id": logged.experiment_id,
-            "passage": {"source": first.doc_id, "page": first.page_start}}
+            "passage": {"source": first.doc_id, "page": first.page_start},
+            "ui_passage": {"source": other.doc_id, "page": other.page_start}}
 
 
 # --- Chromium through the DevTools protocol ------------------------------------------------------
@@ -164,19 +167,39 @@ def label_in_ui(browser: Browser, base: str, trace: dict[str, Any]) -> None:
     browser.click("Assess")
     browser.click("Add feedback")
     browser.click("Human feedback", "[role=menuitem]")
-    browser.type_into("input[placeholder='Enter a feedback name']", UI_LABEL)
-    browser.click(UI_LABEL, "li")  # the typeahead's option: the name as typed
+    add_human_feedback(browser, UI_LABEL)
+    # a passage label: the form has no metadata, so its rationale names the passage ("error-codes.pdf p1")
+    browser.wait_for("!Array.from(document.querySelectorAll('button')).some(b => b.innerText.trim() === 'Create' "
+                     "&& b.offsetParent !== null)", "the first label saved")
+    browser.click("Add feedback")
+    browser.click("Human feedback", "[role=menuitem]")
+    passage = trace["ui_passage"]
+    add_human_feedback(browser, "passage_relevant", rationale=f"{passage['source']} p{passage['page']}")
+
+
+def add_human_feedback(browser: Browser, name: str, rationale: str = "") -> None:
+    """Fill the open feedback form: `name`, Boolean True (the form's default), `rationale`; Create."""
+    browser.type_into("input[placeholder='Enter a feedback name']", name)
+    browser.click(name, "li")  # the typeahead's option: the name as typed
+    if rationale:
+        browser.wait_for("(() => { const create = Array.from(document.querySelectorAll('button')).find(b => "
+                         "b.innerText.trim() === 'Create' && b.offsetParent !== null); let form = create; "
+                         "while (form && !form.querySelector('textarea')) form = form.parentElement; "
+                         "const box = form && form.querySelector('textarea'); if (!box) return false; box.focus(); "
+                         "return true; })()", "the Rationale box")
+        browser.call("Input.insertText", text=rationale)
     browser.click("Create")
 
 
-def stored_ui_label(uri: str, trace_id: str) -> dict[str, Any] | None:
+def stored_ui_label(uri: str, trace_id: str, name: str = UI_LABEL) -> dict[str, Any] | None:
+    """The label `name` the UI's user stored on the trace (waits for it)."""
     from mlflow.tracking import MlflowClient
 
     deadline = time.monotonic() + STEP_SECONDS
     while time.monotonic() < deadline:
         for assessment in MlflowClient(uri).get_trace(trace_id).info.assessments:
-            if assessment.name == UI_LABEL:
-                return {"name": assessment.name, "value": assessment.value,
+            if assessment.name == name and assessment.source.source_id != "reviewer":  # not the API's
+                return {"name": assessment.name, "value": assessment.value, "rationale": assessment.rationale,
                         "source_type": str(assessment.source.source_type), "source_id": assessment.source.source_id}
         time.sleep(1)
     return None
@@ -224,6 +247,9 @@ def check(folder: Path, screenshot: Path | None) -> dict[str, Any]:
             except (TimeoutError, RuntimeError) as exc:
                 result.update(error=str(exc), page=browser.text()[:2000])
             result["ui_label"] = stored_ui_label(trace["uri"], trace["trace_id"]) if "error" not in result else None
+            result["ui_passage_label"] = (stored_ui_label(trace["uri"], trace["trace_id"], "passage_relevant")
+                                          if "error" not in result else None)
+            result["ui_passage"] = trace["ui_passage"]
             if result["ui_label"] and screenshot is not None:
                 show_labels(browser)
                 browser.screenshot(screenshot)

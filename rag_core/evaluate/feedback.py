@@ -6,6 +6,8 @@ them in the MLflow UI's trace view or through the Python API:
 - feedback ``answer_accepted`` (bool): was the trace's answer right?
 - feedback ``passage_relevant`` (bool), metadata ``source`` and ``page``: is that passage of the trace
   relevant? (``passage_id`` in the metadata may pin one chunk id when a page holds several passages.)
+  The UI's form has no metadata: there the rationale names the passage, ``error-codes.pdf p2`` (or
+  ``error-codes.pdf, page 2``), and is read when the metadata lacks ``source`` or ``page``.
 This module works on plain records (``LabelledTrace``; reading them from MLflow is
 ``rag_core.workbench.labels``) and decides, per trace, oldest first:
 
@@ -49,6 +51,8 @@ BAD_LABEL, CONFLICT, NOT_IN_TRACE = "bad label", "conflicting labels", "passage 
 NO_RELEVANT, DUPLICATE, NOT_FOUND, UNKNOWN_DOCUMENT = ("no relevant passage", "duplicate query", "evidence not found",
                                                        "unknown document")
 REJECTED_SCORE, ACCEPTED_SCORE = 1, 5  # answer_correctness of a judge label
+# "error-codes.pdf p2", "guides/faq.md, page 3": a document id (no spaces) and a page
+RATIONALE_PASSAGE = re.compile(r"(?P<source>[^\s,]+\.[A-Za-z0-9]+),?\s+(?:p\.?|page)\s*(?P<page>\d+)", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Label:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     labelled_by: str = ""  # the assessment's source id (a user name, "default" from the API)
     labelled_at_ms: int = 0
+    rationale: str = ""  # a passage label from the UI names its passage here: "error-codes.pdf p2"
 
 
 @dataclass(frozen=True)
@@ -196,11 +201,14 @@ def _labelled_passage(trace: LabelledTrace, label: Label) -> TracePassage:
     ``source`` whose pages hold ``page`` (those given to the answer first)."""
     metadata = label.metadata or {}
     source, page, passage_id = metadata.get("source"), metadata.get("page"), metadata.get("passage_id")
+    named = RATIONALE_PASSAGE.search(label.rationale or "")
+    if (source is None or page is None) and named:
+        source, page = named["source"], named["page"]
     if isinstance(page, str) and page.strip().isdigit():
         page = int(page)
     if not isinstance(source, str) or not source or isinstance(page, bool) or not isinstance(page, int):
         raise _Skip(f"{BAD_LABEL}: {PASSAGE_RELEVANT} needs metadata 'source' (a document) and 'page' (a number), "
-                    f"got {dict(metadata)!r}")
+                    f"or a rationale like 'report.pdf p2'; got {dict(metadata)!r}")
     holding = [p for p in trace.passages if p.source == source and p.page_start <= page <= p.page_end
                and (passage_id is None or p.id == passage_id)]
     if not holding:

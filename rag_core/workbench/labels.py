@@ -62,7 +62,8 @@ def read_trace(trace: "Trace") -> LabelledTrace:
     passages = tuple(_passage(document, rank, given) for rank, document in
                      enumerate(_documents(final), start=1))
     labels = tuple(Label(assessment.name, _value(assessment), dict(assessment.metadata or {}),
-                         getattr(assessment.source, "source_id", "") or "", int(assessment.create_time_ms or 0))
+                         getattr(assessment.source, "source_id", "") or "", int(assessment.create_time_ms or 0),
+                         getattr(assessment, "rationale", None) or "")
                    for assessment in trace.info.assessments or ()
                    if assessment.name in LABEL_NAMES and assessment.valid is not False)
     return LabelledTrace(trace.info.trace_id, query, answer if isinstance(answer, str) else None, passages, labels,

@@ -177,3 +177,16 @@ def test_exported_lines_are_a_golden_set_that_load_golden_reads(tmp_path):
     [query] = load_golden(path, doc_ids=DOCUMENTS)
     assert (query.id, query.answer, [(e.source, e.page) for e in query.evidence]) == (
         "fb-1", "600 a minute.", [("api.pdf", 1), ("api.pdf", 2)])
+
+
+def test_a_passage_label_from_the_ui_names_its_passage_in_the_rationale():
+    ui = Label("passage_relevant", True, {}, "User", 1, rationale="the limit is in api.pdf p1")
+    ui_page_word = Label("passage_relevant", True, {}, "User", 1, rationale="api.pdf, page 2")
+    nameless = Label("passage_relevant", True, {}, "User", 1, rationale="this one")
+    result = export(trace("tr-1", ui, ui_page_word), trace("tr-2", nameless, query="q2"))
+    assert [(e["source"], e["page"], e["text"]) for e in result.golden[0]["evidence"]] == [
+        ("api.pdf", 1, RATE.text), ("api.pdf", 2, RETRY.text)]
+    assert reasons(result)["tr-2"].startswith(f"{BAD_LABEL}: passage_relevant needs metadata 'source'")
+    # metadata, when it names the passage, wins over the rationale
+    both = Label("passage_relevant", True, {"source": "api.pdf", "page": 2}, "alice", 1, rationale="api.pdf p1")
+    assert export(trace("tr-3", both)).golden[0]["evidence"][0]["page"] == 2
