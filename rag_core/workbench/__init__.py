@@ -16,7 +16,9 @@ winner chosen on tuning queries), ``sweep_report`` (a sweep's table and holdout 
 (a sweep's table in 120 columns);
 searches: ``search_space`` (strategy, budget, range axes), ``search`` (the Optuna driver: TPE, halving),
 ``search_run`` (trials as child runs, the winner on held-out queries), ``search_report`` (its table and
-history), ``cost`` (measured throughputs, ``--dry-run`` estimates), ``sweep_result`` (what both return).
+history), ``cost`` (measured throughputs, ``--dry-run`` estimates), ``sweep_result`` (what both return);
+the feedback loop: ``query_traces`` (a question as a trace to label), ``labels`` (labelled traces read
+back), ``gate`` (is a candidate configuration worse than the baseline?).
 """
 
 from rag_core._lazy import lazy_exports
@@ -32,4 +34,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "load_per_query": "intervals", "shown_with_intervals": "intervals", "WinnerReport": "honest",
     "compare_sweep": "sweep_report", "read_sweep_holdout": "sweep_report",
     "run_search": "search_run", "SearchHistory": "search", "read_search": "search_report", "estimate": "cost",
+    "log_answered_query": "query_traces", "labelled_traces": "labels", "run_gate": "gate", "gate_values": "gate",
 })
