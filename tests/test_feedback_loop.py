@@ -114,3 +114,23 @@ def test_gate_fails_truncated_1024_word_chunks_and_passes_the_default_against_it
                      "--metric", "page/ndcg@10", "--metric", "chunk/recall@5"])
     same = json.loads(capsys.readouterr().out)
     assert (code, same["failed"], [gate["p_holm"] for gate in same["metrics"]]) == (0, False, [1.0, 1.0])
+
+
+def test_query_trace_flag_and_setting_log_to_the_named_experiment(sample_store, tracking_uri, tmp_path,  # noqa: F811
+                                                                  capsys):
+    ask = ["query", QUESTION, "--no-llm", "--rerank-depth", "0", "--json", "--store", str(sample_store)]
+    assert cli_main([*ask, "--trace", "--experiment", "review"]) == 0
+    flagged = json.loads(capsys.readouterr().out)["trace"]
+    config = tmp_path / "trace.yaml"
+    config.write_text("trace_queries: true\n")
+    assert cli_main([*ask, "--config", str(config)]) == 0
+    by_setting = json.loads(capsys.readouterr().out)["trace"]
+    assert cli_main(ask) == 0
+    assert "trace" not in json.loads(capsys.readouterr().out)  # neither: no trace
+    assert (flagged["experiment"], by_setting["experiment"], flagged["tracking_uri"]) == ("review", "queries",
+                                                                                          tracking_uri)
+    client = MlflowClient(tracking_uri)
+    for logged, name in ((flagged, "review"), (by_setting, "queries")):
+        experiment = client.get_experiment_by_name(name).experiment_id
+        [trace] = client.search_traces(locations=[experiment])
+        assert trace.info.trace_id == logged["trace_id"] and trace.info.tags[QUERY_ID_TAG] == query_id_of(QUESTION)
