@@ -11,6 +11,7 @@ Corpora: the sample (``data/golden/golden.jsonl``, the store ``make demo`` fills
 dev split (ingested into ``--financebench-store`` on first use: minutes). Prints a table, writes
 benchmarks/results/extractive_answers.json.
 Usage: python benchmarks/extractive_answers.py [--corpus sample|financebench|both]
+       [--financebench-store DIR] [--financebench-config FILE]
 """
 
 from __future__ import annotations
@@ -57,8 +58,8 @@ def views(answer_text: str, passages) -> dict[str, str]:
             "sentences": answer_text, "all k passages": quote_passages(passages)}
 
 
-def measure(name: str, documents: Path, golden: Path, store: Path) -> dict:
-    config = load_config()
+def measure(name: str, documents: Path, golden: Path, store: Path, config_file: str | None) -> dict:
+    config = load_config(config_file)
     if not (store / "documents").exists():
         print(f"ingesting {documents} into {store} (once) ...", file=sys.stderr)
         ingest_directory(documents, store, config, progress=True)
@@ -76,8 +77,9 @@ def measure(name: str, documents: Path, golden: Path, store: Path) -> dict:
         rows.append({"id": query.id, "overlap": best, "shown": {view: best[view] >= MIN_OVERLAP for view in VIEWS},
                      "answer_words": len(answer.text.split()) - len(EXTRACTIVE_LABEL.split()) + 1})
     share = {view: sum(row["shown"][view] for row in rows) / len(rows) for view in VIEWS}
+    mean_overlap = {view: sum(row["overlap"][view] for row in rows) / len(rows) for view in VIEWS}
     seconds.sort()
-    return {"corpus": name, "questions": len(rows), "share_shown": share,
+    return {"corpus": name, "questions": len(rows), "share_shown": share, "mean_overlap": mean_overlap,
             "answer_words_median": sorted(row["answer_words"] for row in rows)[len(rows) // 2],
             "selection_ms_median": 1000 * seconds[len(seconds) // 2], "per_query": rows}
 
@@ -88,21 +90,27 @@ def main() -> int:
     parser.add_argument("--store", default=str(default_store_dir()), help="the sample corpus's store [.rag_store]")
     parser.add_argument("--financebench-store", default=str(PROJECT_ROOT / ".rag_store" / "financebench-dev"),
                         help="the FinanceBench dev split's store [.rag_store/financebench-dev]")
+    parser.add_argument("--financebench-config", default=None,
+                        help="settings (YAML) for FinanceBench other than the defaults (to reuse a store built with them)")
     parser.add_argument("--out", default=str(RESULTS / "extractive_answers.json"))
     args = parser.parse_args()
     results = []
     if args.corpus in ("sample", "both"):
-        results.append(measure("sample", SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, Path(args.store)))
+        results.append(measure("sample", SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, Path(args.store), None))
     if args.corpus in ("financebench", "both"):
         results.append(measure("financebench-dev", FINANCEBENCH / "documents", FINANCEBENCH / "golden.jsonl",
-                               Path(args.financebench_store)))
+                               Path(args.financebench_store), args.financebench_config))
     print(f"\nShare of questions whose evidence text is shown (word overlap >= {MIN_OVERLAP}):\n")
     print(f"{'corpus':<18}{'questions':>10}" + "".join(f"{view:>16}" for view in VIEWS) + f"{'words':>7}{'ms':>7}")
     for result in results:
         print(f"{result['corpus']:<18}{result['questions']:>10}"
               + "".join(f"{result['share_shown'][view]:>16.2f}" for view in VIEWS)
               + f"{result['answer_words_median']:>7}{result['selection_ms_median']:>7.0f}")
-    print("\n(words: median words of the sentences shown; ms: median time to choose them)")
+    print("\nMean share of the evidence's words shown:\n")
+    for result in results:
+        print(f"{result['corpus']:<18}{result['questions']:>10}"
+              + "".join(f"{result['mean_overlap'][view]:>16.2f}" for view in VIEWS))
+    print("\n(words: median words of the answer shown, citations included; ms: median time to choose the sentences)")
     write_results({"min_overlap": MIN_OVERLAP, "results": results}, args.out)
     return 0
 

@@ -2,29 +2,34 @@
 
 Without an LLM an answer can only quote. Quoting whole passages showed the head of the top chunk,
 which is rarely where the answer is (issue 36: the QS-4021 question got the error catalogue's
-introduction). Here the top passages are cut into sentences (``split_sentences``) and every run of
-one to ``max_sentences`` consecutive sentences of at most ``max_words`` words is scored against the
-question by a ``SentenceScorer``; the best run is kept, then the best runs that still fit
-(``select_sentences``), each with the citation of its own page. Runs, not lone sentences: the answer
-to "what does QS-4021 mean" is the sentence after the heading that names QS-4021, and it does not
-repeat the code.
+introduction). Here the top passages are cut into sentences (``split_sentences``), a
+``SentenceScorer`` scores each sentence against the question, and runs of consecutive sentences
+(at most ``max_sentences`` of them and ``max_words`` words) score the mean of their sentences; the
+best run is kept, then the best runs that still fit (``select_sentences``), each with the citation of
+its own page. A title (a question, or a short sentence that starts a line: an FAQ's question, a
+heading) is shown with the sentence after it, never alone, and that sentence scores at least as the
+title does: the answer to "what does QS-4021 mean" is the sentence after the line that names QS-4021,
+and it does not repeat the code. Titles count for words, not sentences.
 
-Scorers (plain callables over runs of sentences, so that tests inject their own and load no model):
-- ``term_weight_scorer``: the share of the question's term weight that a run holds,
-  ``sum_{t in q and run} w(t) / sum_{t in q} w(t)`` over distinct terms, with BM25's idf as ``w``
+Scorers (plain callables over sentences, so that tests inject their own and load no model):
+- ``term_weight_scorer``: the share of the question's term weight that a sentence holds,
+  ``sum_{t in q and s} w(t) / sum_{t in q} w(t)`` over distinct terms, with BM25's idf as ``w``
   (``bm25_idf``: Robertson & Zaragoza 2009, the Lucene form ``log(1 + (N - n_t + 0.5) / (n_t + 0.5))``,
   from the index the query already searched) or, with no index, every term alike;
-- ``embedding_scorer``: the cosine between the question's embedding and the run's (the normalised sum
-  of its sentences' embeddings: each sentence is embedded once), by the model the query already loaded;
-- ``combined_scorer``: the mean of several scorers' scores, each first scaled to [0, 1] over the
-  candidates (min-max), so that neither scale dominates.
-``pipeline_scorer`` builds the combination from a ``Pipeline``'s loaded parts: no new model.
+- ``embedding_scorer``: the cosine between the question's and the sentence's embeddings, by the
+  model the query already loaded;
+- ``combined_scorer``: the weighted mean of several scorers' scores, each first scaled to [0, 1] over
+  the sentences (min-max), so that no scale dominates.
+``pipeline_scorer`` builds the combination from a ``Pipeline``'s loaded parts (no new model); to keep
+a query quick it embeds only the ``EMBEDDED_SENTENCES`` sentences BM25's weights rank best
+(``shortlisted``), each up to ``EMBED_WORDS`` words.
 
 A sentence ends at ``.``, ``!`` or ``?`` before white space (not after a few common abbreviations), or
 at a blank line (pages are joined by one); a heading line without a full stop stays with the sentence
 after it ("QS-4021 Billing account suspended HTTP 402."). With the documents at hand, passages are
 widened to the sentences they cut at either end (chunks start and end mid-sentence) and overlapping
 passages of one document are merged, so that no sentence is offered twice.
+A sentence longer than ``LONG_WORDS`` (a flattened table) is cut at its line breaks.
 Left out: sentence models (no new model), abbreviations beyond a short list, putting the chosen runs
 back in document order (they are shown best first).
 """
@@ -53,6 +58,9 @@ MAX_WORDS = 60
 TITLE_WORDS = 10  # a sentence on a line of its own shorter than this is a title (a heading, an FAQ's question)
 MAX_TITLES = 3  # titles a run may hold besides its sentences (they count for words, not sentences)
 MIN_WORDS = 4  # a run shorter than this (a lone heading, a page number) is not shown
+LONG_WORDS = 80  # a sentence longer than this (a flattened table) is cut at its line breaks
+EMBEDDED_SENTENCES = 48  # pipeline_scorer embeds the sentences BM25's weights rank best, this many
+EMBED_WORDS = 40  # and each only up to this many words (a query's time: benchmarks/extractive_answers.py)
 LEXICAL_WEIGHT = 0.15  # pipeline_scorer: BM25's term weights against the embedding (benchmarks/extractive_answers.py)
 WIDEN_CHARS = 400  # how far a passage is widened to the sentence it cuts, at most
 ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "approx", "inc", "corp", "ltd", "mr", "mrs", "dr", "fig", "u.s")
@@ -201,7 +209,7 @@ def _regions(hits: Sequence[Hit], documents: Mapping[str, Document]) -> list[tup
 def _sentences(text: str, offset: int, page_at: Callable[[int], tuple[int, int]]) -> list[_Sentence]:
     """The sentences of `text` (at `offset` in its document). A title is a question, or a short sentence
     that starts a line (or follows a question on its line), followed by another sentence."""
-    spans = split_sentences(text)
+    spans = [piece for span in split_sentences(text) for piece in _lines_of(text, *span)]
     found: list[_Sentence] = []
     for number, (start, end) in enumerate(spans, start=1):
         sentence = " ".join(text[start:end].split())
@@ -211,6 +219,25 @@ def _sentences(text: str, offset: int, page_at: Callable[[int], tuple[int, int]]
         title = number < len(spans) and (sentence.endswith("?") or (own_line and len(sentence.split()) < TITLE_WORDS))
         found.append(_Sentence(sentence, offset + start, page_at(offset + start), title))
     return found
+
+
+def _lines_of(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """[start, end), or when longer than LONG_WORDS words (a table, a list without full stops) its lines
+    in pieces of at most LONG_WORDS words: no one shows or embeds a unit that long whole."""
+    if len(text[start:end].split()) <= LONG_WORDS:
+        return [(start, end)]
+    pieces, begin, words, at = [], start, 0, start
+    while at < end:
+        stop = text.find("\n", at, end)
+        stop = end if stop < 0 else stop + 1
+        line_words = len(text[at:stop].split())
+        if words and words + line_words > LONG_WORDS:
+            pieces.append((begin, at))
+            begin, words = at, 0
+        words += line_words
+        at = stop
+    pieces.append((begin, end))
+    return [(begin, stop) for begin, stop in pieces if text[begin:stop].strip()]
 
 
 def _widened(text: str, start: int, end: int) -> tuple[int, int]:
@@ -271,6 +298,20 @@ def combined_scorer(*weighted: tuple[SentenceScorer, float]) -> SentenceScorer:
     return score
 
 
+def shortlisted(scorer: SentenceScorer, first: SentenceScorer, size: int) -> SentenceScorer:
+    """`scorer` on the `size` sentences `first` scores best (ties: the earlier), the lowest of those
+    scores on the rest: for an expensive `scorer` (an embedding per sentence)."""
+    def score(question: str, sentences: Sequence[str]) -> np.ndarray:
+        if len(sentences) <= size:
+            return np.asarray(scorer(question, sentences), dtype=float)
+        best = np.sort(np.argsort(-np.asarray(first(question, sentences), dtype=float), kind="stable")[:size])
+        values = np.asarray(scorer(question, [sentences[i] for i in best]), dtype=float)
+        result = np.full(len(sentences), values.min())
+        result[best] = values
+        return result
+    return score
+
+
 def _scaled(values: np.ndarray) -> np.ndarray:
     spread = float(values.max() - values.min()) if len(values) else 0.0
     return (values - values.min()) / spread if spread > 0 else np.zeros(len(values))
@@ -290,6 +331,8 @@ def pipeline_scorer(pipeline: "Pipeline") -> SentenceScorer:
         return lexical
     embedder: Any = pipeline.index.embedder
     encoder = embedder.query_encoder  # what embedded the question: loaded already, no new model
+    heads = lambda texts: [" ".join(text.split()[:EMBED_WORDS]) for text in texts]  # noqa: E731
     dense = embedding_scorer(embedder.embed_query,
-                             lambda texts: encoder.encode(texts, "document", embedder.batch_size))
-    return combined_scorer((lexical, LEXICAL_WEIGHT), (dense, 1 - LEXICAL_WEIGHT))
+                             lambda texts: encoder.encode(heads(texts), "document", embedder.batch_size))
+    return combined_scorer((lexical, LEXICAL_WEIGHT),
+                           (shortlisted(dense, lexical, EMBEDDED_SENTENCES), 1 - LEXICAL_WEIGHT))
