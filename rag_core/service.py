@@ -16,9 +16,10 @@ folder and is gone (deleted, renamed, replaced by a folder) is removed from the 
 every index built afterwards (the indexes are keyed by the corpus), unless ``keep_missing``; a
 rename is a removal and an addition. Documents ingested from other folders are left alone, and so
 is a file that is still there but cannot be read now (its last good version stays); a file whose id
-the store holds for a file of another folder that still exists (``A/alpha.txt`` stored, ``B/alpha.txt``
-read: both ``alpha.txt``) is skipped with the reason, never replacing it. A store folder that holds a
-store's file names but no ingest wrote (``store_check.foreign_folder``) is refused before anything. The report
+the store holds for a different file of another folder that still exists (``A/alpha.txt`` stored,
+``B/alpha.txt`` read: both ``alpha.txt``) is skipped with the reason, never replacing it. A store
+folder that holds a store's file names but no ingest wrote (``store_check.foreign_folder``) is
+refused before anything. The report
 says how many were removed (``removed``) and which (``removed_documents``). What an interrupted
 ingest staged and never registered is deleted by the next one (``cleaned_bytes``).
 Left out: waiting for an ingest before querying (queries see the last complete one), evaluation
@@ -138,16 +139,18 @@ def _clean_stale_temporaries(store_dir: Path) -> int:
 
 
 def _refuse_clashes(stored: Corpus, input_path: Path, result: IngestResult) -> IngestResult:
-    """`result` less the documents whose id the store holds for a file outside this input folder
-    that still exists (``A/alpha.txt`` stored, ``B/alpha.txt`` read: both are ``alpha.txt``); those
-    are skipped with the reason, so the other folder's document is never replaced. A stored file
-    that is gone (its folder was moved or renamed) is no clash: the new file replaces it."""
+    """`result` less the documents whose id the store holds for another file, outside this input
+    folder, that still exists (``A/alpha.txt`` stored, ``B/alpha.txt`` read: both are ``alpha.txt``);
+    those are skipped with the reason, so the other folder's document is never replaced. No clash: a
+    stored file that is gone (its folder was moved or renamed: the new file replaces it), or one with
+    the same bytes (a copy of the folder, with a copy of the store: the same document)."""
     folder = os.path.realpath(input_path if input_path.is_dir() else input_path.parent)
     by_id, kept, clashes = stored.by_id, [], []
     for document in result.documents:
         other = by_id.get(document.doc_id)
-        if other is not None and other.source and other.source != document.source \
-                and not Path(other.source).is_relative_to(folder) and os.path.lexists(other.source):
+        if other is not None and other.content_hash != document.content_hash and other.source \
+                and other.source != document.source and not Path(other.source).is_relative_to(folder) \
+                and os.path.lexists(other.source):
             clashes.append(Skipped(document.doc_id, (
                 f"the store already holds {document.doc_id} from another folder ({escape_controls(other.source)}); "
                 "not replaced: ingest the two folders into different --store folders, or their common parent "

@@ -80,6 +80,21 @@ def test_a_folder_that_was_moved_replaces_its_documents(two_folders, tmp_path, c
     assert DocumentStore(store).corpus().by_id["alpha.txt"].text == ALPHA_B
 
 
+def test_a_copy_of_the_folder_and_its_store_ingests_as_before(two_folders, tmp_path, capsys):
+    import shutil
+
+    a, _ = two_folders
+    (a / "bravo.txt").write_text("Bravo: the gravitron lens bends starlight.")
+    ingest(capsys, a, tmp_path / "store")
+    copy, store = shutil.copytree(a, tmp_path / "A-copy"), shutil.copytree(tmp_path / "store", tmp_path / "store-copy")
+    (copy / "bravo.txt").unlink()  # the same bytes in alpha.txt: the same document, not a clash
+    code, report, _ = ingest(capsys, copy, store)
+    assert (code, report["skipped"], report["documents"]) == (0, [], 2)
+    (copy / "alpha.txt").write_text(ALPHA_B)  # now different bytes, and the original still exists: refused
+    assert ingest(capsys, copy, store)[0] == 2
+    assert DocumentStore(store).corpus().by_id["alpha.txt"].text == ALPHA_A
+
+
 # --- a folder that is not a store ---------------------------------------------------------------
 @pytest.fixture
 def users_folder(tmp_path):
