@@ -197,3 +197,13 @@ def test_a_cache_whose_header_gives_page_size_0_is_damage_not_a_crash(two_folder
     assert code == 0 and report["repaired"][0].startswith(f"the store's file {store / 'cache.sqlite'} is damaged "
                                                           "(not an SQLite database (its header's page size is 0))")
     assert (store / "cache.sqlite.damaged").exists()
+
+
+def test_an_ingest_may_start_from_a_seeded_embedding_cache(two_folders, tmp_path, capsys):
+    seeded, store = tmp_path / "seeded", tmp_path / "store"
+    ingest(capsys, two_folders[0], store)
+    seeded.mkdir()
+    with sqlite3.connect(store / "cache.sqlite") as source, sqlite3.connect(seeded / "cache.sqlite") as target:
+        source.backup(target)  # a cache of the store's kind: not the user's own file
+    code, report, _ = ingest(capsys, two_folders[0], seeded)
+    assert (code, report["documents"], report["repaired"]) == (0, 1, [])

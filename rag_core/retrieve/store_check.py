@@ -50,17 +50,24 @@ MANIFEST_FIELDS = {"model": str, "collection": str, "chunks": int, "truncated": 
 
 
 STORE_MARKERS = ("ingest.lock", "documents/.lock")  # every ingest (and registry write) leaves them behind
-STORE_FILES = ("documents/registry.json", "cache.sqlite", "chroma/chroma.sqlite3")  # what a repair may set aside
 
 
 def foreign_folder(store_dir: Path) -> list[str]:
-    """The files of `store_dir` that a repair would set aside or rewrite, when the folder is not one an
-    ingest wrote (none of ``STORE_MARKERS``): a user's own ``cache.sqlite`` or ``documents/registry.json``
-    that no ingest or repair may touch. Empty for a store, a new or an unrelated folder."""
+    """The files of `store_dir` that an ingest would set aside or rewrite, when the folder is not one an
+    ingest wrote (none of ``STORE_MARKERS``): a user's own ``documents/registry.json``, or an SQLite
+    file of a store's name that is not the store's kind (a seeded embedding cache is not foreign).
+    Empty for a store, a new or an unrelated folder."""
     store_dir = Path(store_dir)
     if any((store_dir / marker).exists() for marker in STORE_MARKERS):
         return []
-    return [name for name in STORE_FILES if (store_dir / name).exists()]
+    found = ["documents/registry.json"] if (store_dir / "documents" / "registry.json").exists() else []
+    for name, tables, owner in (("cache.sqlite", CACHE_TABLES, "cache"), ("chroma/chroma.sqlite3", CHROMA_TABLES, "Chroma")):
+        try:
+            if (store_dir / name).is_file():
+                check_sqlite(store_dir / name, store_dir, tables, owner)
+        except (DamagedStore, OSError, sqlite3.Error):
+            found.append(name)
+    return found
 
 
 def is_store(store_dir: Path) -> bool:
