@@ -160,10 +160,9 @@ def test_extractive_answer_without_key(clean_llm_env):
     assert answer.mode == "extractive" and answer.model is None and answer.usage is None
     assert answer.text.startswith("Extractive answer (no LLM configured): ")
     assert answer.text.startswith(EXTRACTIVE_LABEL.format(reason="no LLM configured"))
-    # The sentences, each with its passage's citation; the limit's sentence first ("limit" is a question term).
-    assert answer.text.endswith("\n\nBursts above the limit receive HTTP 429 and a retry-after header. [Source: "
-                                "guides/runbook.pdf, pages 7-8]\n\nEach key may send 600 requests per minute. "
-                                "[Source: api/reference.pdf, page 3]")
+    # The sentences with the question's terms ("limit"), each with its passage's citation; the other holds none.
+    assert answer.text.endswith(".\n\nBursts above the limit receive HTTP 429 and a retry-after header. [Source: "
+                                "guides/runbook.pdf, pages 7-8]")
     assert answer.passages == tuple(HITS)  # whole, for --json and --explain
     assert "ANTHROPIC_API_KEY" in answer.warning
     assert answer.sources == ("[Source: api/reference.pdf, page 3]", "[Source: guides/runbook.pdf, pages 7-8]")

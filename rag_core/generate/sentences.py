@@ -56,6 +56,7 @@ SentenceScorer = Callable[[str, Sequence[str]], np.ndarray]
 MAX_SENTENCES = 3
 MAX_WORDS = 60
 TITLE_WORDS = 10  # a sentence on a line of its own shorter than this is a title (a heading, an FAQ's question)
+MIN_SHARE_OF_BEST = 0.6  # a run scoring under this share of the best run's score is not shown
 MAX_TITLES = 3  # titles a run may hold besides its sentences (they count for words, not sentences)
 MIN_WORDS = 4  # a run shorter than this (a lone heading, a page number) is not shown
 LONG_WORDS = 80  # a sentence longer than this (a flattened table) is cut at its line breaks
@@ -142,6 +143,8 @@ def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,
     sentences_left, words_left = max_sentences, max_words
     for (doc_id, rank, _, sentences), first, length, score in sorted(
             runs, key=lambda run: (-run[3], run[0][1], run[0][2] + run[1], run[2])):
+        if chosen and score < MIN_SHARE_OF_BEST * chosen[0].score:
+            break  # what is left matches far worse than the best: not shown
         part = sentences[first:first + length]
         words, counted = sum(len(s.text.split()) for s in part), sum(not s.title for s in part)
         if counted > sentences_left or (chosen and words > words_left) or any((doc_id, s.start) in used for s in part):
