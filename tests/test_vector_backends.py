@@ -197,6 +197,7 @@ def _dense_search(index: Index, question: str) -> list:
 
 
 def _collection(index: Index) -> str:
-    import json
+    """The dense collection `index`'s settings name (a store may hold others: the sample store's is windowed)."""
+    from rag_core.retrieve.retrievers import RETRIEVERS
 
-    return json.loads(next(index.dir.glob("dense-*.json")).read_text())["collection"]
+    return RETRIEVERS.load("dense")("dense", index.config, index.resources).collection_name(index.chunk_set)
