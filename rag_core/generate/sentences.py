@@ -4,12 +4,14 @@ Without an LLM an answer can only quote. Quoting whole passages showed the head 
 which is rarely where the answer is (issue 36: the QS-4021 question got the error catalogue's
 introduction). Here the top passages are cut into sentences (``split_sentences``), a
 ``SentenceScorer`` scores each sentence against the question, and runs of consecutive sentences
-(at most ``max_sentences`` of them and ``max_words`` words) score the mean of their sentences; the
-best run is kept, then the best runs that still fit (``select_sentences``), each with the citation of
-its own page. A title (a question, or a short sentence that starts a line: an FAQ's question, a
-heading) is shown with the sentence after it, never alone, and that sentence scores at least as the
-title does: the answer to "what does QS-4021 mean" is the sentence after the line that names QS-4021,
-and it does not repeat the code. Titles count for words, not sentences.
+(at most ``max_sentences`` of them and ``max_words`` words) score the mean of their sentences, less
+``RANK_PENALTY`` for each rank their passage is below the first (the retriever judged the whole
+passage); the best run is kept (of equal ones the longer), then the best runs that still fit
+(``select_sentences``), each with the citation of its own page. A title (a question, or a short
+sentence that starts a line: an FAQ's question, a heading) is shown with what follows, never alone,
+and the ``TITLE_CARRY`` sentences after it score at least as the title does: the answer to "what
+does QS-4021 mean" is in the two sentences after the line that names QS-4021, which do not repeat
+the code. Titles count for words, not sentences.
 
 Scorers (plain callables over sentences, so that tests inject their own and load no model):
 - ``term_weight_scorer``: the share of the question's term weight that a sentence holds,
@@ -56,6 +58,8 @@ SentenceScorer = Callable[[str, Sequence[str]], np.ndarray]
 MAX_SENTENCES = 3
 MAX_WORDS = 60
 TITLE_WORDS = 10  # a sentence on a line of its own shorter than this is a title (a heading, an FAQ's question)
+TITLE_CARRY = 2  # sentences after a title that score at least as the title does (an FAQ answer: two, often)
+RANK_PENALTY = 0.01  # a run's score less this for each rank its passage is below the first: the retriever saw the whole passage
 MIN_SHARE_OF_BEST = 0.6  # a run scoring under this share of the best run's score is not shown
 MAX_TITLES = 3  # titles a run may hold besides its sentences (they count for words, not sentences)
 MIN_WORDS = 4  # a run shorter than this (a lone heading, a page number) is not shown
@@ -134,7 +138,8 @@ def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,
     if not texts:
         return []
     by_text = dict(zip(texts, np.asarray(scorer(question, texts), dtype=float)))
-    runs = [(region, first, length, _run_score(region[3][first:first + length], by_text))
+    runs = [(region, first, length,
+             _run_score(region[3][first:first + length], by_text) - RANK_PENALTY * (region[1] - 1))
             for region in regions for first in range(len(region[3]))
             for length in range(1, max_sentences + MAX_TITLES + 1)
             if first + length <= len(region[3]) and _fits(region[3][first:first + length], max_sentences, max_words)]
@@ -142,7 +147,7 @@ def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,
     used: set[tuple[str, int]] = set()  # (doc id, sentence start) already shown
     sentences_left, words_left = max_sentences, max_words
     for (doc_id, rank, _, sentences), first, length, score in sorted(
-            runs, key=lambda run: (-run[3], run[0][1], run[0][2] + run[1], run[2])):
+            runs, key=lambda run: (-run[3], run[0][1], run[0][2] + run[1], -run[2])):
         if chosen and score < MIN_SHARE_OF_BEST * chosen[0].score:
             break  # what is left matches far worse than the best: not shown
         part = sentences[first:first + length]
@@ -167,15 +172,19 @@ def _fits(run: Sequence[_Sentence], max_sentences: int, max_words: int) -> bool:
 
 
 def _run_score(run: Sequence[_Sentence], score: Mapping[str, float]) -> float:
-    """The mean over the run's sentences other than titles; the first sentence after titles scores at
-    least as they do: the answer under a heading that names what was asked scores as the heading does."""
-    scores, title = [], None
+    """The mean over the run's sentences other than titles; the ``TITLE_CARRY`` sentences after titles
+    score at least as they do: the answer under a heading that names what was asked scores as the
+    heading does. A title after a sentence starts afresh; titles in a row count their best."""
+    scores, title, carried = [], None, 0
     for sentence in run:
         if sentence.title:
-            title = score[sentence.text] if title is None else max(title, score[sentence.text])
+            title = score[sentence.text] if title is None or carried else max(title, score[sentence.text])
+            carried = 0
         else:
             scores.append(score[sentence.text] if title is None else max(score[sentence.text], title))
-            title = None
+            carried += 1
+            if carried >= TITLE_CARRY:
+                title, carried = None, 0
     return float(np.mean(scores))
 
 

@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from rag_core.generate.sentences import (MAX_WORDS, bm25_idf, combined_scorer, embedding_scorer, select_sentences,
+from rag_core.generate.sentences import (MAX_WORDS, RANK_PENALTY, bm25_idf, combined_scorer, embedding_scorer, select_sentences,
                                          split_sentences, term_weight_scorer)
 from rag_core.records import Chunk, Document, Hit, StageScore
 
@@ -73,8 +73,9 @@ def test_an_faq_question_is_shown_with_its_answer_never_alone():
 
     shown = select_sentences("What does QS-4021 mean?", [hit("faq.pdf", text)], scorer, max_sentences=2)
     assert shown[0].text == ("What does QS-4021 mean? Our producers fail. This is the billing suspension code, "
-                             "returned while an invoice is overdue.")  # the line after a question is its title too
-    assert shown[0].sentences == 1 and shown[0].score == 1.0  # titles: words, not sentences of the budget
+                             "returned while an invoice is overdue. Receiving keeps working for 30 days.")
+    # the line after a question is its title too; its score carries to the two sentences of the answer
+    assert shown[0].sentences == 2 and shown[0].score == 1.0  # titles: words, not sentences of the budget
     assert len(shown) == 1  # the rest scores 0 against the best's 1.0: under MIN_SHARE_OF_BEST, not shown
 
 
@@ -131,3 +132,33 @@ def test_bm25_idf_is_lucenes():
     n = 4
     for token, df in (("dead", 1), ("letter", 3), ("queue", 2), ("absent", 0)):
         assert idf(token) == pytest.approx(math.log(1 + (n - df + 0.5) / (df + 0.5)))
+
+
+def test_a_title_carries_its_score_to_the_two_sentences_of_its_answer():
+    """An FAQ's question that matches is shown with the two sentences of its answer, although only the
+    question scores: both answer sentences score what the question does, and of two runs that score
+    the same the longer is shown."""
+    question_line = "Why do messages come back after my worker has finished them?"
+    first = "The acknowledgement of the message did not reach the service before its visibility timeout."
+    second = "The receipt handle expired before it arrived."
+    text = f"{FILLER[0]}\n{question_line}\n{first} {second} {FILLER[1]}"
+    scores = {question_line: 1.0, first: 0.2, second: 0.1}
+    scorer = lambda _question, sentences: np.array([scores.get(s, 0.0) for s in sentences])  # noqa: E731
+
+    [shown] = select_sentences("worker finished", [hit("faq.txt", text)], scorer, max_sentences=2)
+    assert shown.text == f"{question_line} {first} {second}" and shown.sentences == 2
+
+
+def test_a_sentence_of_a_better_ranked_passage_wins_a_near_tie():
+    """A run's score loses RANK_PENALTY per rank of its passage below the first: of two sentences that
+    score within it of each other, the better-ranked passage's comes first."""
+    better, worse = "Retention is fourteen days on every plan.", "Retention is fourteen days for every queue."
+    scores = {better: 0.9, worse: 0.9 + RANK_PENALTY / 2}
+    scorer = lambda _question, sentences: np.array([scores[s] for s in sentences])  # noqa: E731
+
+    shown = select_sentences("retention", [hit("b.txt", better, rank=1), hit("a.txt", worse, rank=2)], scorer,
+                             max_sentences=1)
+    assert [excerpt.doc_id for excerpt in shown] == ["b.txt"] and shown[0].score == pytest.approx(0.9)
+    shown = select_sentences("retention", [hit("a.txt", worse, rank=1), hit("b.txt", better, rank=2)], scorer,
+                             max_sentences=1)
+    assert [excerpt.doc_id for excerpt in shown] == ["a.txt"]
