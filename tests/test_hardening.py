@@ -161,7 +161,12 @@ def test_query_output_escapes_control_characters_and_json_stays_exact(tmp_path):
     text = run_cli("query", "zorblat flux capacitor gigawatts", "--no-llm", "--mode", "bm25", store=store)
     assert text.returncode == 0, text.stderr
     assert not any(char in text.stdout for char in "\x00\x1b\x07\r")
-    assert "Zorblat flux\\x00 capacitor \\x1b[2J\\x1b]0;pwned\\x07 needs\\r 1.21 gigawatts.\tTabbed." in text.stdout
+    # the answer's sentences, white space collapsed (a carriage return is white space)
+    assert "Zorblat flux\\x00 capacitor \\x1b[2J\\x1b]0;pwned\\x07 needs 1.21 gigawatts." in text.stdout
+    explained = run_cli("query", "zorblat flux capacitor gigawatts", "--no-llm", "--mode", "bm25", "--explain",
+                        store=store)
+    assert not any(char in explained.stdout for char in "\x00\x1b\x07\r")  # the whole passage, escaped
+    assert "Zorblat flux\\x00 capacitor \\x1b[2J\\x1b]0;pwned\\x07 needs\\r 1.21 gigawatts.\tTabbed." in explained.stdout
     raw = run_cli("query", "zorblat flux capacitor gigawatts", "--no-llm", "--mode", "bm25", "--json", store=store)
     assert hostile in json.loads(raw.stdout)["passages"][0]["text"]
 
