@@ -31,6 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rag_core.generate.answer import quote_passages
     from rag_core.service import answer_query
     from rag_core.workbench.reports import format_answer, format_explain
 
@@ -41,6 +42,8 @@ def run(args: argparse.Namespace) -> int:
     text = format_answer(result)
     if args.explain:
         text += "\n\n" + format_explain(result, config)
+        if result.answer.passages:  # an extractive answer quotes a few sentences of them: here they are whole
+            text += "\n\nThe passages given:\n\n" + quote_passages(result.answer.passages)
     trace = log_trace(args, config, result, started_ns) if args.trace or config.trace_queries else None
     emit(args, {**result.as_json(), **({"trace": trace.as_json()} if trace else {})}, text)
     return EXIT_OK
