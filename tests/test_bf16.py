@@ -71,8 +71,10 @@ def test_bf16_embeddings_pass_the_check_and_match_autocast(capsys):
 
 def test_bf16_is_refused_announced_without_the_cpu_flags(monkeypatch, capsys):
     monkeypatch.setattr(bf16, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(bf16, "_ANNOUNCED", set())  # nothing said yet in this process
     embedder, torch_embedder = Embedder(MODEL, backend="bf16"), Embedder(MODEL)
     assert embedder.cache_name == torch_embedder.cache_name and embedder.backend_used == "torch"
+    assert Embedder(MODEL, backend="bf16").backend_used == "torch"  # refused again, not said again
     refused = [line for line in capsys.readouterr().err.splitlines() if "bf16 refused" in line]
     assert len(refused) == 1 and "avx512_bf16" in refused[0]
     texts = list(bf16.SAMPLE_PASSAGES[:3])
@@ -82,6 +84,7 @@ def test_bf16_is_refused_announced_without_the_cpu_flags(monkeypatch, capsys):
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
 def test_bf16_is_refused_when_the_sample_disagrees(monkeypatch, capsys):
     monkeypatch.setattr(bf16, "MIN_COSINE", 1.01)  # no cosine reaches it: a forced disagreement
+    monkeypatch.setattr(bf16, "_ANNOUNCED", set())
     embedder = Embedder(MODEL, backend="bf16")
     assert not embedder.encoder.active and embedder.backend_used == "torch"
     assert "disagrees with fp32: min cosine" in capsys.readouterr().err
@@ -94,6 +97,7 @@ def test_a_model_is_checked_once_per_process_and_judged_at_each_use(monkeypatch,
     from rag_core.retrieve.embedding.embedder import Bf16Encoder
 
     monkeypatch.setattr(bf16, "_CHECKED", weakref.WeakKeyDictionary())  # nothing checked yet
+    monkeypatch.setattr(bf16, "_ANNOUNCED", set())
     calls = []
     real_check = Bf16Encoder.check
     monkeypatch.setattr(Bf16Encoder, "check", lambda self: calls.append(self) or real_check(self))

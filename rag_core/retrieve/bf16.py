@@ -9,7 +9,7 @@ The check (``agreement``): the model embeds (or scores) a small fixed sample (``
 ``SAMPLE_QUERIES``: distinct topics, so that the fp32 ranking has no near-ties) in fp32 and in bf16;
 bf16 is used only when every passage's cosine to fp32 is >= ``MIN_COSINE`` and every query ranks
 the passages' top ``TOP_K`` the same (the same passages in the same order). A failure is announced on
-stderr in one line and the backend runs fp32. Measured on this CPU (packaged MiniLM): cosine >= 0.998.
+stderr in one line, once per process, and the backend runs fp32. Measured on this CPU (packaged MiniLM): cosine >= 0.998.
 A model is checked once per process (the figures are kept with the loaded model; the verdict is taken
 from them at each use): a sweep opens an embedder per chunking, and each check costs about 0.1 s.
 Left out: fp16 on CPUs (no native kernels), bf16 on Apple MPS.
@@ -113,6 +113,9 @@ def agreement(reference: np.ndarray, fast: np.ndarray, n_queries: int, vectors: 
     return Agreement(min_cosine, ranks_agree, n_queries)
 
 
+_ANNOUNCED: set[str] = set()  # refusals this process has printed
+
+
 def first_use(what: str, device: str, check: Callable[[], Agreement], model: Any) -> Agreement | None:
     """The check's result when `device` has bf16 and it passes; else None, announced on stderr in one
     line naming `what` and why (fp32 runs instead). `check` runs once per loaded `model` and `what`."""
@@ -124,7 +127,10 @@ def first_use(what: str, device: str, check: Callable[[], Agreement], model: Any
     if result is not None and not result.passed:
         missing = f"disagrees with fp32: {result.describe()}"
     if missing:
-        print(f"warning: {what}: bf16 refused ({missing}); running fp32", file=sys.stderr)
+        line = f"warning: {what}: bf16 refused ({missing}); running fp32"
+        if line not in _ANNOUNCED:  # a demo opens an embedder per question and per chunking: said once
+            _ANNOUNCED.add(line)
+            print(line, file=sys.stderr)
         return None
     return result
 
