@@ -27,6 +27,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 from types import ModuleType
 
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
@@ -136,11 +137,16 @@ def _quiet_after_interrupt() -> None:
         if record.exc_info and record.exc_info[0] is not None:
             print(f"interrupted: {record.exc_info[0].__name__} in a notebook task (ignored)", file=sys.stderr)
             return False
+        if record.levelno >= logging.ERROR:  # "Task was destroyed but it is pending!" with the task's repr
+            print("interrupted: a notebook task was still pending (ignored)", file=sys.stderr)
+            return False
         return True
 
     threading.excepthook = one_line
     logging.getLogger("asyncio").addFilter(one_line_task)
     logging.raiseExceptions = False
+    # the pending cell's coroutine, collected unawaited at exit, would add a RuntimeWarning and its source line
+    warnings.filterwarnings("ignore", message="coroutine .* was never awaited", category=RuntimeWarning)
 
 
 if __name__ == "__main__":
