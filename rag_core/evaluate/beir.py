@@ -71,6 +71,12 @@ def load_beir(directory: str | Path, split: str = "test") -> tuple[list[Document
     return documents, queries
 
 
+def load_beir_corpus(directory: str | Path) -> list[Document]:
+    """The documents of a BEIR folder's ``corpus.jsonl`` alone: queries and qrels are never opened
+    (self-supervised fine-tuning may read a corpus, never its questions or judgements)."""
+    return _read_corpus(_require(Path(directory) / "corpus.jsonl", "corpus"))
+
+
 def _read_corpus(path: Path) -> list[Document]:
     documents: list[Document] = []
     seen: set[str] = set()
