@@ -33,6 +33,7 @@ from rag_core.retrieve.doc_evidence import DOC_EVIDENCE  # noqa: F401 - declares
 from rag_core.retrieve.embedding import DEFAULT_EMBED_MODEL
 from rag_core.retrieve.expansion import QUERY_EXPANSIONS  # noqa: F401 - declares the expansion settings
 from rag_core.retrieve.fusion import FUSIONS  # noqa: F401 - declares the fusion settings
+from rag_core.retrieve.parent_child import PAGE_SCORES
 from rag_core.retrieve.rerank import DEFAULT_RERANK_MODEL
 from rag_core.retrieve.retrievers import RETRIEVERS  # noqa: F401 - declares mode and the retrievers' settings
 from rag_core.retrieve.vector_stores import VECTOR_STORES  # noqa: F401 - declares the vector store settings
@@ -97,6 +98,11 @@ SETTINGS.declare(
     # evaluation
     Setting("metrics_k", tuple[int, ...], (5, 10), "K values for Recall@K / nDCG@K / hit rate, comma-separated",
             above=0, rule=lambda ks: None if ks else "must hold positive integers", group="evaluation"),
+    Setting("page_score", str, "first", "how page metrics rank pages: first (the pages of the top chunks in order of "
+            "first occurrence) | max | sum | mean_top (mean of the best page_top_m) of the scores of the chunks "
+            "ranked on each page, over the whole final ranking", choices=PAGE_SCORES, group="evaluation"),
+    Setting("page_top_m", int, 2, "page_score mean_top: how many of a page's best chunk scores are averaged", above=0,
+            group="evaluation"),
     Setting("tracing", bool, True, "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: "
             "off)", group="evaluation"),
     Setting("trace_queries", bool, False, "log every 'query' as an MLflow trace to label (query --trace; experiment "

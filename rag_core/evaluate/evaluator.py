@@ -26,7 +26,8 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from rag_core.config import RagConfig
 from rag_core.evaluate.answers import judge_answers
 from rag_core.evaluate.golden import GoldenQuery
-from rag_core.evaluate.metrics import RankingMetrics, evaluate_rankings, first_relevant_rank, latency_summary
+from rag_core.evaluate.metrics import (RankingMetrics, evaluate_rankings, first_relevant_rank, latency_summary,
+                                     page_rankings)
 from rag_core.evaluate.relevance import QrelsByLevel, build_qrels, evidence_as_pages
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
@@ -96,7 +97,8 @@ def evaluate_config(
 
     depth = max(config.metrics_k)
     ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in retrievals.items()}
-    result = evaluate_rankings(qrels, ranked, config.metrics_k)
+    pages = page_rankings({qid: retrieval.ranking for qid, retrieval in retrievals.items()}, config)  # page_score
+    result = evaluate_rankings(qrels, ranked, config.metrics_k, pages=pages)
     context = {query.id: context_metrics(retrievals[query.id], qrels["chunk"][query.id]) for query in queries}
     for qid, values in context.items():
         result.per_query[qid].update(values)

@@ -10,6 +10,10 @@ lines of Python, because ranx compiles numba code in every new process (3-6 s, 4
 environment): more than a whole ``eval`` of a BM25 run. ranx stays the tool for significance tests
 (``rag_core.workbench.compare``).
 
+Page level ranks pages: by default (``page_score: first``) the pages of the ranked chunks in order of
+first occurrence; with ``max``, ``sum`` or ``mean_top`` (the mean of the best ``page_top_m``) each page
+is scored by pooling the scores of the chunks ranked on it (``rank_pages``), over the whole final ranking.
+
 Every query of the qrels counts in every average; a query with nothing retrieved or nothing
 relevant scores 0. Building qrels from evidence is ``rag_core.evaluate.relevance``; logging is the tracking
 module's job.
@@ -19,12 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from rag_core.records import Chunk
-from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking
+from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking, page_item_id
+from rag_core.retrieve.parent_child import pool_scores
 
 DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # what ranks runs by default: page level is comparable across chunk sizes; nDCG rewards order
 
@@ -41,9 +46,12 @@ def metric_names(ks: Iterable[int] = (5, 10)) -> list[str]:
 
 
 def evaluate_rankings(
-    qrels: QrelsByLevel, ranked: Mapping[str, Sequence[Chunk]], ks: Iterable[int] = (5, 10)
+    qrels: QrelsByLevel, ranked: Mapping[str, Sequence[Chunk]], ks: Iterable[int] = (5, 10),
+    pages: Mapping[str, Sequence[str]] | None = None,
 ) -> RankingMetrics:
-    """Score ranked chunks (query_id -> chunks, best first) against `qrels` at every level.
+    """Score ranked chunks (query_id -> chunks, best first) against `qrels` at every level; with
+    `pages` (query_id -> page ids, best first: ``page_rankings``) the page level scores those instead
+    of the pages of `ranked` in order of first occurrence.
 
     A query of the qrels missing from `ranked` counts as nothing retrieved. Queries in `ranked`
     without qrels are an error: they would silently drop out of the averages otherwise.
@@ -60,7 +68,10 @@ def evaluate_rankings(
     for level in LEVELS:
         level_qrels = qrels.get(level, {})
         for qid in query_ids:
-            ranking = collapse_ranking(ranked.get(qid, ()), level)
+            if level == "page" and pages is not None:
+                ranking = list(pages.get(qid, ()))
+            else:
+                ranking = collapse_ranking(ranked.get(qid, ()), level)
             relevant = set(level_qrels.get(qid, {}))
             for name in names:
                 per_query[qid][f"{level}/{name}"] = query_metric(name, ranking, relevant)
@@ -68,6 +79,40 @@ def evaluate_rankings(
     flat_names = list(per_query[query_ids[0]])
     averages = {name: float(np.mean([per_query[qid][name] for qid in query_ids])) for name in flat_names}
     return RankingMetrics(averages, per_query)
+
+
+def rank_pages(chunks: Sequence[Chunk], scores: Sequence[float], rule: str = "first", top_m: int = 2,
+               rrf_k: int = 60) -> list[str]:
+    """Ranked chunks (best first) and their scores -> ranked page ids. ``first``: pages in order of
+    first occurrence (``collapse_ranking``); ``max`` | ``sum`` | ``mean_top``: each page scored by
+    pooling the scores of the chunks on it (``pool_scores``; a chunk that crosses pages counts on each),
+    best first, ties in order of first occurrence. Scores that do not fall down the list (a re-ranked
+    head above the fused tail: two scales) are replaced by reciprocal ranks ``1 / (rrf_k + rank)``."""
+    if rule == "first":
+        return collapse_ranking(chunks, "page")
+    if len(scores) != len(chunks):
+        raise ValueError(f"{len(chunks)} chunks but {len(scores)} scores")
+    if any(later > earlier for earlier, later in zip(scores, scores[1:])):
+        scores = [1.0 / (rrf_k + rank) for rank in range(1, len(chunks) + 1)]
+    by_page: dict[str, list[float]] = {}  # in order of first occurrence
+    for chunk, score in zip(chunks, scores):
+        for page in range(chunk.page_start, chunk.page_end + 1):
+            by_page.setdefault(page_item_id(chunk.doc_id, page), []).append(float(score))
+    pooled = {page: pool_scores(found, rule, top_m) for page, found in by_page.items()}
+    order = {page: position for position, page in enumerate(by_page)}
+    return sorted(by_page, key=lambda page: (-pooled[page], order[page]))
+
+
+def page_rankings(rankings: Mapping[str, Sequence[Any]], config: Any) -> dict[str, list[str]] | None:
+    """query_id -> ranked page ids under the config's ``page_score`` from each query's whole final
+    ranking (hits with ``chunk`` and ``score``, best first); None with ``first`` (the pages of the
+    scored chunks, in order of first occurrence, as before)."""
+    rule = getattr(config, "page_score", "first")
+    if rule == "first":
+        return None
+    return {qid: rank_pages([hit.chunk for hit in hits], [hit.score for hit in hits], rule, config.page_top_m,
+                            config.rrf_k)
+            for qid, hits in rankings.items()}
 
 
 def query_metric(name: str, ranking: Sequence[str], relevant: set[str]) -> float:

@@ -8,7 +8,9 @@ own id, pages and offsets, so that relevance can be judged at the child level to
 appears once, at the rank and with the score of its best child. ``pool_to_parents`` is the same with
 a choice of pooling (``POOLINGS``: ``max``, the best child; ``mean_top2``, the mean of the two best),
 re-ordered by the pooled score (ties by id); dense search scores a unit by its token windows with it
-(``rag_core.retrieve.windows``), so windows and children are one mechanism.
+(``rag_core.retrieve.windows``), so windows and children are one mechanism. ``pool_scores`` scores a
+page by the chunks ranked on it the same way (``PAGE_SCORES``: ``max``, ``sum``, ``mean_top``: the
+mean of the best ``page_top_m``), for page metrics that rank pages (``rag_core.evaluate.metrics``).
 
 Left out: more than two levels, children that cross their parent's boundary.
 """
@@ -61,6 +63,24 @@ def _mean_top2(scores: list[float]) -> float:
 
 
 POOLINGS: dict[str, Callable[[list[float]], float]] = {"max": max, "mean_top2": _mean_top2}
+
+
+PAGE_SCORES = ("first", "max", "sum", "mean_top")  # first: pages in order of first occurrence (no pooling)
+
+
+def pool_scores(scores: Sequence[float], rule: str, top_m: int = 2) -> float:
+    """One score from the scores of a unit's parts (a page's chunks): their ``max``, their ``sum``,
+    or ``mean_top``, the mean of the best `top_m` (of all of them when fewer)."""
+    if not scores:
+        raise ValueError("no scores to pool")
+    if rule == "max":
+        return max(scores)
+    if rule == "sum":
+        return sum(scores)
+    if rule == "mean_top":
+        best = sorted(scores, reverse=True)[:max(1, top_m)]
+        return sum(best) / len(best)
+    raise ValueError(f"unknown page score {rule!r}: one of {', '.join(PAGE_SCORES[1:])}")
 
 
 def pool_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[str, str], pooling: str = "max",
