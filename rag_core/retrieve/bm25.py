@@ -19,6 +19,8 @@ The two agree on the order for one-term queries (same term-frequency curve, both
 when the term is in fewer than half the documents); with several terms their idf curves weigh the
 terms differently, so rankings can differ. Only the bm25s scores are comparable with Lucene/Pyserini.
 A query term repeated in the query counts once per occurrence, in both backends.
+With ``numbers`` (the ``bm25_numbers`` setting) documents and queries are tokenized with numbers in one
+form (``rag_core.retrieve.tokenizer.with_numbers``: ``1,234.5``, ``(1,234)``, ``$1.2 billion``).
 
 A filter (``allowed``) masks the scores before the top k is taken. Weighted queries
 (``retrieve_weighted``) serve RM3 query expansion (``rag_core.retrieve.expansion.rm3``).
@@ -40,7 +42,7 @@ import numpy as np
 
 from rag_core.records import ScoredId
 from rag_core.retrieve.retrievers import BM25_BACKENDS  # name -> backend class (BM25sBackend, RankBM25Backend)
-from rag_core.retrieve.tokenizer import TOKENIZER_VERSION, get_tokenizer
+from rag_core.retrieve.tokenizer import NUMBERS_VERSION, TOKENIZER_VERSION, get_tokenizer, with_numbers
 
 FORMAT_VERSION = 1
 META_FILE = "bm25_meta.json"  # settings, versions, document count
@@ -57,6 +59,7 @@ class BM25Settings:
     tokenizer: str = "stem"
     k1: float = 1.5
     b: float = 0.75
+    numbers: bool = False  # numbers in one form (tokenizer.with_numbers)
 
 
 class BM25sBackend:
@@ -127,19 +130,23 @@ class RankBM25Backend:
 class BM25Index:
     """Settings in ``__init__``, then ``index()``, ``retrieve()``, ``save()``, ``load()``."""
 
-    def __init__(self, backend: str = "bm25s", tokenizer: str = "stem", k1: float = 1.5, b: float = 0.75) -> None:
+    def __init__(self, backend: str = "bm25s", tokenizer: str = "stem", k1: float = 1.5, b: float = 0.75,
+                 numbers: bool = False) -> None:
         BM25_BACKENDS.get(backend)  # UnknownComponent (a ValueError) listing the valid backends
         if k1 < 0 or not 0 <= b <= 1:
             raise ValueError(f"BM25 needs k1 >= 0 and 0 <= b <= 1, got k1={k1}, b={b}")
-        self.settings = BM25Settings(backend, tokenizer, float(k1), float(b))
+        self.settings = BM25Settings(backend, tokenizer, float(k1), float(b), bool(numbers))
         self.tokenize = get_tokenizer(tokenizer)  # raises ValueError listing the tokenizers
+        if numbers:
+            self.tokenize = with_numbers(self.tokenize)
         self.ids: list[str] = []
         self._backend: Any = None
 
     @classmethod
     def from_config(cls, config: Any) -> "BM25Index":
-        """From a ``RagConfig`` (its ``bm25_backend``, ``tokenizer``, ``bm25_k1``, ``bm25_b``)."""
-        return cls(config.bm25_backend, config.tokenizer, config.bm25_k1, config.bm25_b)
+        """From a ``RagConfig`` (its ``bm25_backend``, ``tokenizer``, ``bm25_k1``, ``bm25_b``, ``bm25_numbers``)."""
+        return cls(config.bm25_backend, config.tokenizer, config.bm25_k1, config.bm25_b,
+                   getattr(config, "bm25_numbers", False))
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -204,6 +211,10 @@ class BM25Index:
             "n_documents": len(self.ids),
             **asdict(self.settings),
         }
+        if self.settings.numbers:
+            meta["numbers_version"] = NUMBERS_VERSION
+        else:  # the meta of before bm25_numbers
+            del meta["numbers"]
         (directory / META_FILE).write_text(json.dumps(meta, indent=2))
 
     @classmethod
@@ -215,6 +226,7 @@ class BM25Index:
         tokenizer: str | None = None,
         k1: float | None = None,
         b: float | None = None,
+        numbers: bool | None = None,
     ) -> "BM25Index":
         """Open a saved index. Settings given here must match the saved ones (``BM25LoadError``)."""
         directory = Path(directory)
@@ -227,7 +239,11 @@ class BM25Index:
                 raise BM25LoadError(
                     f"BM25 index in {directory} has {key} {meta.get(key)!r}, this code reads {expected}; rebuild it"
                 )
-        wanted = {"backend": backend, "tokenizer": tokenizer, "k1": k1, "b": b}
+        meta.setdefault("numbers", False)
+        if meta["numbers"] and meta.get("numbers_version") != NUMBERS_VERSION:
+            raise BM25LoadError(f"BM25 index in {directory} has numbers_version {meta.get('numbers_version')!r}, "
+                                f"this code reads {NUMBERS_VERSION}; rebuild it")
+        wanted = {"backend": backend, "tokenizer": tokenizer, "k1": k1, "b": b, "numbers": numbers}
         differences = [
             f"{key}={meta.get(key)!r} (wanted {value!r})"
             for key, value in wanted.items()
@@ -235,7 +251,7 @@ class BM25Index:
         ]
         if differences:
             raise BM25LoadError(f"BM25 index in {directory} was built with other settings: {', '.join(differences)}")
-        index = cls(meta["backend"], meta["tokenizer"], meta["k1"], meta["b"])
+        index = cls(meta["backend"], meta["tokenizer"], meta["k1"], meta["b"], meta["numbers"])
         index._backend = BM25_BACKENDS.load(meta["backend"]).load(directory)
         index.ids = json.loads((directory / IDS_FILE).read_text())
         if len(index.ids) != meta["n_documents"]:

@@ -149,5 +149,8 @@ RETRIEVERS.register(
                 group="bm25"),
         Setting("bm25_k1", float, 1.5, "BM25 term-frequency saturation", minimum=0, group="bm25"),
         Setting("bm25_b", float, 0.75, "BM25 length normalisation", minimum=0, maximum=1, group="bm25"),
+        Setting("bm25_numbers", bool, False, "numbers in one form for BM25, in documents and queries: 1,234.5 = 1234.5, "
+                "(1,234) = -1,234, $1.2 billion = 1.2 billion = 1,200,000,000 (rag_core.retrieve.tokenizer)",
+                group="bm25"),
     ],
 )

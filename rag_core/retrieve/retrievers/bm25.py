@@ -1,5 +1,6 @@
 """The BM25 retriever: a ``BM25Index`` (``rag_core.retrieve.bm25``) over the indexed chunk texts, saved
-in the chunking's folder as ``bm25-<key>/`` (the key: backend, tokenizer, k1, b and the chunk context)
+in the chunking's folder as ``bm25-<key>/`` (the key: backend, tokenizer, k1, b, the chunk context, and
+``bm25_numbers`` with its version when on: the keys of before stay as they were)
 with each document's metadata beside it (``metadata.json``: what filters match).
 
 A filter (``allowed_doc_ids``) becomes a mask over the index's entries, applied before the top
@@ -23,6 +24,7 @@ import numpy as np
 from rag_core.ingest.corpus import umask_mode
 from rag_core.retrieve.bm25 import BM25Index
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
+from rag_core.retrieve.tokenizer import NUMBERS_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +38,8 @@ class BM25Retriever(Retriever):
 
     def cache_key(self, chunks: ChunkSet) -> str:
         cfg = self.config
-        return f"bm25-{digest_key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b, *chunks.context)}"
+        numbers = (("numbers", NUMBERS_VERSION),) if getattr(cfg, "bm25_numbers", False) else ()
+        return f"bm25-{digest_key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b, *chunks.context, *numbers)}"
 
     def build(self, chunks: ChunkSet) -> None:
         if self.index is not None:
@@ -55,7 +58,7 @@ class BM25Retriever(Retriever):
                 shutil.rmtree(directory, ignore_errors=True)
         if self.index is None:
             started = time.perf_counter()
-            index = BM25Index(backend=cfg.bm25_backend, tokenizer=cfg.tokenizer, k1=cfg.bm25_k1, b=cfg.bm25_b)
+            index = BM25Index.from_config(cfg)
             index.index(chunks.ids, chunks.texts)
             chunks.folder.mkdir(parents=True, exist_ok=True)
             temp = Path(tempfile.mkdtemp(dir=chunks.folder, prefix=".tmp-bm25-"))
