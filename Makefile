@@ -15,7 +15,7 @@ export HF_HUB_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export TRANSFORMERS_VERBOSITY ?= error
 
-.PHONY: demo test test-fast test-servers install sample-corpus lab mlflow-ui ui-check benchmarks clean-store team-services team-services-stop
+.PHONY: demo test test-fast test-servers install sample-corpus lab mlflow-ui ui-check benchmarks clean-store team-services team-services-stop docs
 
 install: $(STAMP)
 
@@ -64,6 +64,14 @@ benchmarks: $(STAMP)
 	$(BIN)/python benchmarks/sweep.py
 	$(BIN)/python benchmarks/tracing.py
 	$(BIN)/python benchmarks/vector_stores.py
+
+# The documentation site (mkdocs.yml; pages in docs/) into site/. --strict: a broken link or anchor, or a
+# page missing from the nav, fails the build. Needs only MkDocs (the `docs` extra), not the project's install.
+MKDOCS_SPEC ?= mkdocs>=1.6,<2
+docs:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -c "import mkdocs" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(MKDOCS_SPEC)"
+	$(BIN)/python -m mkdocs build --strict --site-dir site
 
 # PostgreSQL + MLflow server + Chroma server on 127.0.0.1 (data in .team/), for trying the "scaling out" setup
 team-services: $(STAMP)
