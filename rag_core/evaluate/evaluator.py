@@ -80,21 +80,68 @@ def evaluate_config(
         judged = evidence_as_pages(queries, corpus.by_id)  # evidence texts were copied from the plain text
     corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
     qrels = build_qrels(judged, corpus.by_id, pipeline.index.chunks)
+    run = run_queries(pipeline, queries, where, progress, on_query)
+    metrics, per_query = ranking_metrics(config, queries, corpus, pipeline, qrels, run.retrievals)
+    metrics.update(latency_summary(run.latency))
+    metrics.update(stats.as_metrics())
+    metrics.update(pipeline.retriever_metrics())
+    metrics["index/documents"] = float(len(corpus))
+    metrics["index/ingest_seconds"] = read_seconds + build_seconds
+    metrics["eval/queries"] = float(len(queries))
+    metrics.update(work_metrics(run.retrievals, run.latency))
 
-    retrievals: dict[str, Retrieval] = {}
-    started_ns: dict[str, int] = {}
-    latency: dict[str, list[float]] = {}  # stage -> samples in ms
+    rows = [trace_row(query, run.retrievals[query.id], qrels["chunk"][query.id], per_query[query.id])
+            for query in queries]
+    if judge:
+        judge_metrics, judge_rows = judge_answers(queries, run.retrievals, config, progress=progress)
+        metrics.update(judge_metrics)
+        for row, extra in zip(rows, judge_rows):
+            row.update(extra)
+    params = {
+        **config.as_params(),
+        **pipeline.models_used(),
+        "corpus_fingerprint": corpus.fingerprint,
+        "golden_fingerprint": golden_fingerprint(queries),
+        "queries": str(len(queries)),
+    }
+    if where:
+        params["filter"] = describe(where)
+    depth = max(config.metrics_k)
+    ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in run.retrievals.items()}
+    return EvalReport(metrics, rows, params, run.retrievals, qrels, ranked, run.started_ns)
+
+
+@dataclass
+class QueryRun:
+    """Every query's retrieval, when each began, and the latency samples of each stage."""
+
+    retrievals: dict[str, Retrieval] = field(default_factory=dict)  # query id -> its retrieval
+    started_ns: dict[str, int] = field(default_factory=dict)  # query id -> when its retrieval began (epoch ns)
+    latency: dict[str, list[float]] = field(default_factory=dict)  # stage -> samples in ms ("total": whole query)
+
+
+def run_queries(pipeline: Pipeline, queries: Sequence[GoldenQuery], where: Mapping[str, Any] | None,
+                progress: bool, on_query: Callable[[int, int], None] | None) -> QueryRun:
+    """Retrieve for each query (its own ``filter``, else `where`), in order."""
+    run = QueryRun()
     iterator = progress_bar(queries, progress, "Evaluating", unit="query")
     for position, query in enumerate(iterator, start=1):
-        started_ns[query.id] = time.time_ns()
+        run.started_ns[query.id] = time.time_ns()
         retrieval = pipeline.retrieve(query.query, where=dict(query.filter) or where)
-        retrievals[query.id] = retrieval
+        run.retrievals[query.id] = retrieval
         for stage, ms in retrieval.latency_ms.items():
-            latency.setdefault(stage, []).append(ms)
-        latency.setdefault("total", []).append(sum(retrieval.latency_ms.values()))  # all stages of the query
+            run.latency.setdefault(stage, []).append(ms)
+        run.latency.setdefault("total", []).append(sum(retrieval.latency_ms.values()))  # all stages of the query
         if on_query:
             on_query(position, len(queries))
+    return run
 
+
+def ranking_metrics(config: RagConfig, queries: Sequence[GoldenQuery], corpus: Corpus, pipeline: Pipeline,
+                    qrels: QrelsByLevel, retrievals: dict[str, Retrieval]) -> tuple[dict[str, float],
+                                                                                  dict[str, dict[str, float]]]:
+    """(averaged metrics, per-query metrics): the final ranking's, the k passages' (``context/*``),
+    each fused retriever's alone, the child level's and query expansion's."""
     depth = max(config.metrics_k)
     ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in retrievals.items()}
     pages = page_rankings({qid: retrieval.ranking for qid, retrieval in retrievals.items()}, config)  # page_score
@@ -114,39 +161,20 @@ def evaluate_config(
             result.per_query[qid].update(values)
     metrics.update(expansion_metrics(retrievals.values()))
     metrics.update({name: sum(values[name] for values in context.values()) / len(context) for name in CONTEXT_METRICS})
-    metrics.update(latency_summary(latency))
-    metrics.update(stats.as_metrics())
-    metrics.update(pipeline.retriever_metrics())
-    metrics["index/documents"] = float(len(corpus))
-    metrics["index/ingest_seconds"] = read_seconds + build_seconds
-    metrics["eval/queries"] = float(len(queries))
+    return metrics, result.per_query
+
+
+def work_metrics(retrievals: Mapping[str, Retrieval], latency: Mapping[str, list[float]]) -> dict[str, float]:
+    """What the queries reused and computed: candidates from this process, re-rank pairs from the cache."""
     work = {name: sum(retrieval.work.get(name, 0) for retrieval in retrievals.values())
             for name in ("candidates_reused", "rerank_pairs_scored", "rerank_cache_hits")}
-    metrics["retrieval/candidates_reused"] = float(work["candidates_reused"])
-    metrics["retrieval/candidates_computed"] = float(len(retrievals) - work["candidates_reused"])
+    metrics = {"retrieval/candidates_reused": float(work["candidates_reused"]),
+               "retrieval/candidates_computed": float(len(retrievals) - work["candidates_reused"])}
     if "rerank" in latency:
         metrics["rerank/pairs_scored"] = float(work["rerank_pairs_scored"])
         metrics["rerank/cache_hits"] = float(work["rerank_cache_hits"])
         metrics["rerank/model_seconds"] = sum(latency["rerank"]) / 1000  # the model's time, cached scores included
-
-    rows = [trace_row(query, retrievals[query.id], qrels["chunk"][query.id], result.per_query[query.id])
-            for query in queries]
-    if judge:
-        judge_metrics, judge_rows = judge_answers(queries, retrievals, config, progress=progress)
-        metrics.update(judge_metrics)
-        for row, extra in zip(rows, judge_rows):
-            row.update(extra)
-
-    params = {
-        **config.as_params(),
-        **pipeline.models_used(),
-        "corpus_fingerprint": corpus.fingerprint,
-        "golden_fingerprint": golden_fingerprint(queries),
-        "queries": str(len(queries)),
-    }
-    if where:
-        params["filter"] = describe(where)
-    return EvalReport(metrics, rows, params, retrievals, qrels, ranked, started_ns)
+    return metrics
 
 
 CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")
