@@ -25,7 +25,7 @@ Usage: python benchmarks/finetune.py --beir ../shared/datasets/scifact-train --m
        [--base-model DIR] [--out FILE]
 A smoke run (seconds, figures meaningless): a tiny BEIR folder, ``--base-model`` a tiny BERT,
 ``--reranker-setting max_steps=1 --embedder-setting max_steps=1``, ``--out`` a scratch file.
-Left out: hyper-parameter search (the recipe and what else was tried are in the README).
+Left out: hyper-parameter search (the recipe and what else was tried are in docs/fine-tuning.md).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The work is ``rag_core.evaluate.golden_generation``; this module reads the arguments, checks the key
 before reading anything, writes the file, checks that the golden-set loader accepts it, and prints
 what was kept, what was dropped and why, the tokens used and their cost.
-Left out: reviewing the questions (a person does that: see the README).
+Left out: reviewing the questions (a person does that: see docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
         + ", ".join(f"{k} {v}" for k, v in summary["per_position"].items())
         + "; types: " + ", ".join(f"{k} {v}" for k, v in summary["per_type"].items()),
         f"Tokens: {describe_cost(generation.model, generation.usage)}",
-        "Review every question, answer and quote before evaluating with it (README: 'Reviewing a generated "
+        "Review every question, answer and quote before evaluating with it (docs/evaluation.md: 'Reviewing a generated "
         "golden set'); then: rag-pipeline eval --golden " + str(path) + " --input " + str(args.input),
     ]))
     return EXIT_OK

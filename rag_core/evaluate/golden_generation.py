@@ -17,7 +17,7 @@ giving each passage the requested type kept least so far among those the passage
 
 Every evidence record is ``{source, page, text}`` with the page the quote was found on. Records
 also carry ``type`` and ``position``, which the golden-set loader ignores.
-Left out: checking that the answer is right (a person reviews the file: see the README), answers
+Left out: checking that the answer is right (a person reviews the file: see docs/evaluation.md), answers
 spanning several documents, unanswerable questions.
 """
 

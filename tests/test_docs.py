@@ -1,0 +1,52 @@
+"""The documentation: a README short enough to read in minutes, every relative link in it and in docs/
+pointing at a file that exists, and the MkDocs site building with --strict (broken links and anchors, or a
+page left out of the nav, fail it), as `make docs` builds it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = sorted((ROOT / "docs").glob("*.md"))
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+
+
+def relative_links(path: Path) -> list[str]:
+    """The link targets of a Markdown file that are paths (no scheme, no bare anchor), code blocks left out."""
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    text = re.sub(r"`[^`\n]*`", "", text)
+    return [target for target in LINK.findall(text)
+            if not re.match(r"[a-z][a-z0-9+.-]*:", target) and not target.startswith("#")]
+
+
+def test_the_readme_is_at_most_300_lines():
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").count("\n")
+    assert lines <= 300, f"README.md has {lines} lines; move the detail to a page under docs/"
+
+
+@pytest.mark.parametrize("path", [ROOT / "README.md", *PAGES], ids=lambda p: p.name)
+def test_every_relative_link_points_to_a_file_that_exists(path):
+    missing = [target for target in relative_links(path)
+               if not (path.parent / target.split("#")[0]).exists()]
+    assert not missing, f"{path.name} links to files that do not exist: {missing}"
+
+
+def test_the_link_finder_finds_paths_and_skips_code_addresses_and_anchors(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text('See [a](docs/a.md#x), [b](b.md "title"), [web](https://example.org), [here](#top),\n'
+                    '`[code](not/a/link.md)` and\n```\n[fenced](fenced.md)\n```\n[c](../c/)\n')
+    assert relative_links(page) == ["docs/a.md#x", "b.md", "../c/"]
+
+
+def test_the_documentation_site_builds_with_no_broken_link(tmp_path):
+    pytest.importorskip("mkdocs", reason="MkDocs is not installed: pip install -e '.[docs]' (the test extra has it)")
+    done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "site" / "index.html").is_file()
