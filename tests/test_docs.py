@@ -37,6 +37,33 @@ def test_every_relative_link_points_to_a_file_that_exists(path):
     assert not missing, f"{path.name} links to files that do not exist: {missing}"
 
 
+def anchors(path: Path) -> set[str]:
+    """The heading anchors of a Markdown file, made as GitHub and the site (scripts/mkdocs_hooks.py) make them."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from mkdocs_hooks import github_slug
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    text = FENCE.sub("", path.read_text(encoding="utf-8"))
+    return {github_slug(re.sub(r"[`*]", "", heading)) for heading in re.findall(r"^#{1,6} +(.+?) *$", text, re.M)}
+
+
+def test_the_readme_links_into_the_docs_name_anchors_that_exist():
+    readme = ROOT / "README.md"
+    broken = []
+    for target in relative_links(readme):
+        page, _, anchor = target.partition("#")
+        if anchor and page.endswith(".md") and anchor not in anchors(ROOT / page):
+            broken.append(target)
+    assert not broken, f"README.md links to anchors that do not exist: {broken}"
+
+
+def test_anchors_are_made_as_github_makes_them(tmp_path):
+    page = tmp_path / "page.md"
+    page.write_text("# Title\n## `--dry-run`\n```\n# not a heading\n```\n### Measured: searches, in brief\n")
+    assert anchors(page) == {"title", "--dry-run", "measured-searches-in-brief"}
+
+
 def test_the_link_finder_finds_paths_and_skips_code_addresses_and_anchors(tmp_path):
     page = tmp_path / "page.md"
     page.write_text('See [a](docs/a.md#x), [b](b.md "title"), [web](https://example.org), [here](#top),\n'
