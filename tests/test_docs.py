@@ -77,3 +77,22 @@ def test_the_documentation_site_builds_with_no_broken_link(tmp_path):
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (tmp_path / "site" / "index.html").is_file()
+
+
+def test_the_readme_links_every_documentation_page():
+    linked = {Path(target.split("#")[0]).name for target in relative_links(ROOT / "README.md")
+              if target.startswith("docs/")}
+    unlinked = [page.name for page in PAGES if page.name != "index.md" and page.name not in linked]
+    assert not unlinked, f"pages the README's Documentation table does not link: {unlinked}"
+
+
+def test_every_built_in_setting_is_in_the_configuration_page():
+    from rag_core.components.settings import SETTINGS
+    import rag_core.config  # noqa: F401  (the catalog: every built-in setting declared)
+
+    names = SETTINGS if isinstance(SETTINGS, dict) else {setting.name: setting for setting in SETTINGS}
+    text = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    rows = "\n".join(line for line in text.splitlines() if line.startswith("| `"))  # a setting's row names it
+    documented = set(re.findall(r"`([a-z0-9_]+)`", rows))
+    missing = sorted(set(names) - documented)
+    assert not missing, f"settings missing from docs/configuration.md's table: {missing}"
