@@ -69,6 +69,9 @@ SETTINGS.declare(
     # extraction, context and metadata (rag_core.ingest.pdf_extract, rag_core.retrieve.context, rag_core.ingest.metadata)
     Setting("extract_tables", bool, False, "write PDF tables as Markdown rows with their header cells (PyMuPDF "
             "find_tables; slow, cached)", group="ingest"),
+    Setting("table_text", bool, False, "index each PDF table row as a line with its caption, row label and column "
+            "headers, after the text of the chunk it is in (shown text unchanged; find_tables: slow, cached)",
+            group="ingest"),
     Setting("chunk_context", str, "none", "prefix the indexed text of each chunk: none | title | title_heading "
             "(shown text unchanged)", choices=CHUNK_CONTEXTS, group="ingest"),
     Setting("metadata_pattern", str, "", "regex with named groups over document ids giving metadata, e.g. "

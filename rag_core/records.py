@@ -32,18 +32,24 @@ class Document:
     headings: tuple[tuple[int, str], ...] = ()  # (offset in `text`, heading), in text order
     metadata: tuple[tuple[str, str], ...] = ()  # (key, value) from a sidecar or a file-name pattern, sorted
     extraction: str = ""  # extraction settings other than the default ("tables"), part of the fingerprint
+    table_rows: tuple[tuple[int, str], ...] = ()  # (offset in `text`, row line): table_text (rag_core.ingest.table_text)
     source: str = field(default="", compare=False)  # the file it was read from (absolute), to extract again
 
     @classmethod
     def from_pages(cls, doc_id: str, pages: list[str], content_hash: str, *,
-                   page_headings: Sequence[tuple[int, int, str]] = (), **extra: Any) -> "Document":
-        """Join `pages`; `page_headings` are (1-based page, offset in that page, heading)."""
+                   page_headings: Sequence[tuple[int, int, str]] = (),
+                   page_table_rows: Sequence[tuple[int, int, str]] = (), **extra: Any) -> "Document":
+        """Join `pages`; `page_headings` are (1-based page, offset in that page, heading), `page_table_rows`
+        (1-based page, offset in that page, row line)."""
         starts, parts, offset = [], [], 0
         for page_text in pages:
             starts.append(offset)
             parts.append(page_text)
             offset += len(page_text) + len(PAGE_SEPARATOR)
         headings = tuple((starts[page - 1] + at, heading) for page, at, heading in page_headings)
+        if page_table_rows:
+            extra["table_rows"] = tuple(sorted(((starts[page - 1] + at, line) for page, at, line in page_table_rows),
+                                               key=lambda row: row[0]))
         return cls(doc_id, PAGE_SEPARATOR.join(parts), tuple(starts), content_hash, headings=headings, **extra)
 
     @property

@@ -6,6 +6,9 @@
   on one line, dot leaders dropped. Blocks are kept in PyMuPDF's order and a table goes where its
   first block was, so page texts stay in reading order and page numbers stay right (the caller
   builds the document's offsets from these final page texts).
+- Table rows (``rows=True``, the ``table_text`` setting): each table row as a line with its caption,
+  label and column headers (``rag_core.ingest.table_text``), anchored at its offset in the page text;
+  the page texts are those of the same extraction without ``rows`` (the shown text does not change).
 - Title: the PDF metadata title when it has one, else a readable form of the file name
   (``acme_2019-annual_report.pdf`` -> ``acme 2019 annual report``).
 - Headings: lines set in a larger font than the page's body text, or short bold lines, found with
@@ -23,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rag_core.errors import IngestError
+from rag_core.ingest.table_text import CAPTION_GAP, CAPTION_MAX_WORDS, clean_cell, locate_rows, row_lines
 
-_DOT_LEADER = re.compile(r"(?:\s*\.){3,}\s*")
 _SPACES = re.compile(r"\s+")
 HEADING_MAX_WORDS = 14
 HEADING_SIZE_RATIO = 1.15  # a line this much larger than the body text is a heading
@@ -36,6 +39,7 @@ class ExtractedPdf:
     title: str
     headings: tuple[tuple[int, int, str], ...]  # (page, offset in that page's text, heading)
     tables: int  # tables written as Markdown (0 without ``tables``)
+    table_rows: tuple[tuple[int, int, str], ...] = ()  # (page, offset in that page's text, row line), with ``rows``
 
 
 def readable_name(doc_id: str) -> str:
@@ -44,7 +48,7 @@ def readable_name(doc_id: str) -> str:
     return _SPACES.sub(" ", re.sub(r"[_\-.]+", " ", stem)).strip() or stem
 
 
-def read_pdf(data: bytes, doc_id: str, tables: bool = False) -> ExtractedPdf:
+def read_pdf(data: bytes, doc_id: str, tables: bool = False, rows: bool = False) -> ExtractedPdf:
     """``extract_pdf`` of the PDF file whose bytes are `data`; an ``IngestError`` saying why it cannot be read."""
     import pymupdf
 
@@ -56,18 +60,20 @@ def read_pdf(data: bytes, doc_id: str, tables: bool = False) -> ExtractedPdf:
         if pdf.needs_pass:
             raise IngestError("encrypted PDF (password required)")
         try:
-            return extract_pdf(pdf, doc_id, tables)
+            return extract_pdf(pdf, doc_id, tables, rows)
         except Exception as exc:
             raise IngestError(f"corrupt PDF: text extraction failed ({exc})") from None
 
 
-def extract_pdf(pdf, name: str, tables: bool = False) -> ExtractedPdf:
-    """Pages, title and headings of an open ``pymupdf.Document`` (`name`: its file name, for the title)."""
+def extract_pdf(pdf, name: str, tables: bool = False, rows: bool = False) -> ExtractedPdf:
+    """Pages, title, headings (and with `rows` table row lines) of an open ``pymupdf.Document`` (`name`:
+    its file name, for the title)."""
     import pymupdf
 
     flags = (pymupdf.TEXTFLAGS_TEXT | pymupdf.TEXT_DEHYPHENATE) & ~pymupdf.TEXT_PRESERVE_LIGATURES
     pages: list[str] = []
     headings: list[tuple[int, int, str]] = []
+    table_rows: list[tuple[int, int, str]] = []
     n_tables = 0
     outline: dict[int, list[str]] = {}
     for _level, title, page_number in pdf.get_toc(simple=True):
@@ -75,55 +81,111 @@ def extract_pdf(pdf, name: str, tables: bool = False) -> ExtractedPdf:
             outline.setdefault(page_number, []).append(_SPACES.sub(" ", title).strip())
     for number, page in enumerate(pdf, start=1):
         textpage = page.get_textpage(flags=flags)  # laid out once for the text, the blocks and the fonts
+        found = _find_tables(page) if tables or rows else []
         if tables:
-            text, found = _page_with_tables(page, textpage)
-            n_tables += found
+            text, starts = _page_with_tables(page, textpage, found)
+            n_tables += len(found)
         else:
             text = page.get_text("text", textpage=textpage).strip()
         pages.append(text)
         candidates = _font_headings(page, textpage) + outline.get(number, [])
         headings += [(number, offset, heading) for offset, heading in _locate(text, candidates)]
+        for position, table in enumerate(found if rows else ()):
+            start = starts[position] if tables else _table_start(page, textpage, text, table)
+            caption = _caption(page, textpage, table) or _heading_before(headings, number, start)
+            cells = _cells(page, textpage, table)
+            lines = row_lines(_header_names(table), cells, caption)
+            table_rows += [(number, offset, line) for offset, line in locate_rows(text, cells, lines, start)]
     meta_title = _SPACES.sub(" ", (pdf.metadata or {}).get("title") or "").strip()
-    return ExtractedPdf(tuple(pages), meta_title or readable_name(name), tuple(headings), n_tables)
+    return ExtractedPdf(tuple(pages), meta_title or readable_name(name), tuple(headings), n_tables, tuple(table_rows))
 
 
-def _page_with_tables(page, textpage) -> tuple[str, int]:
-    """The page's text with each table as Markdown rows in place of its text blocks."""
-    found = [table for table in page.find_tables().tables if table.row_count >= 2 and table.col_count >= 2]
+def _find_tables(page) -> list:
+    """The page's tables of at least two rows and two columns (PyMuPDF ``find_tables``)."""
+    return [table for table in page.find_tables().tables if table.row_count >= 2 and table.col_count >= 2]
+
+
+def _inside(block, rect) -> bool:
+    """Whether the centre of a text block (x0, y0, x1, y1, ...) lies in `rect`."""
+    cx, cy = (block[0] + block[2]) / 2, (block[1] + block[3]) / 2
+    return rect[0] <= cx <= rect[2] and rect[1] <= cy <= rect[3]
+
+
+def _page_with_tables(page, textpage, found: list) -> tuple[str, list[int]]:
+    """The page's text with each table as Markdown rows in place of its text blocks, and where each
+    table's Markdown starts in it."""
     if not found:
-        return page.get_text("text", textpage=textpage).strip(), 0
+        return page.get_text("text", textpage=textpage).strip(), []
     rects = [tuple(table.bbox) for table in found]
-    parts: list[str] = []
+    parts: list[tuple[str, int | None]] = []  # (text, the table it is the Markdown of)
     placed: set[int] = set()
     for block in page.get_text("blocks", textpage=textpage):
-        x0, y0, x1, y1, text = block[:5]
-        cx, cy = (x0 + x1) / 2, (y0 + y1) / 2
-        inside = next((i for i, (a, b, c, d) in enumerate(rects) if a <= cx <= c and b <= cy <= d), None)
+        inside = next((i for i, rect in enumerate(rects) if _inside(block, rect)), None)
         if inside is None:
-            parts.append(text.strip())
+            parts.append((block[4].strip(), None))
         elif inside not in placed:
             placed.add(inside)
-            parts.append(table_markdown(found[inside]))
-    parts += [table_markdown(found[i]) for i in range(len(found)) if i not in placed]  # tables of lines only
-    return "\n".join(part for part in parts if part), len(found)
+            parts.append((table_markdown(found[inside], _cells(page, textpage, found[inside])), inside))
+    parts += [(table_markdown(found[i], _cells(page, textpage, found[i])), i)
+              for i in range(len(found)) if i not in placed]  # tables of lines only
+    starts = [0] * len(found)
+    offset = 0
+    for text, table in (part for part in parts if part[0]):
+        if table is not None:
+            starts[table] = offset
+        offset += len(text) + 1
+    return "\n".join(text for text, _ in parts if text), starts
 
 
-def table_markdown(table) -> str:
-    """Markdown rows: the header cells (PyMuPDF's ``ColN`` placeholders left blank), ``|---|``, the rows."""
-    header = [_cell(name) if name and not re.fullmatch(r"Col\d+", str(name)) else "" for name in table.header.names]
-    rows = [[_cell(cell) for cell in row] for row in table.extract()]
+def _table_start(page, textpage, text: str, table) -> int:
+    """Where the table's first text block is in the plain page text (0 when not found)."""
+    for block in page.get_text("blocks", textpage=textpage):
+        if _inside(block, tuple(table.bbox)) and block[4].split():
+            found = re.compile(r"\s+".join(map(re.escape, block[4].split()))).search(text)
+            if found:
+                return found.start()
+    return 0
+
+
+def _caption(page, textpage, table) -> str:
+    """A short line just above the table (its caption or unit line), '' when there is none."""
+    x0, top, x1, _ = table.bbox
+    best, best_bottom = "", None
+    for block in page.get_text("blocks", textpage=textpage):
+        text = _SPACES.sub(" ", block[4]).strip()
+        if (text and block[3] <= top + 1 and top - block[3] <= CAPTION_GAP and block[2] >= x0 and block[0] <= x1
+                and len(text.split()) <= CAPTION_MAX_WORDS and (best_bottom is None or block[3] > best_bottom)):
+            best, best_bottom = text, block[3]
+    return best
+
+
+def _heading_before(headings: list[tuple[int, int, str]], page: int, offset: int) -> str:
+    """The last heading found before `offset` on `page`, or on an earlier page ('' when none)."""
+    before = [heading for number, at, heading in headings if number < page or (number == page and at <= offset)]
+    return before[-1] if before else ""
+
+
+def _cells(page, textpage, table) -> list[list[str]]:
+    """Each row's cells, read from the page inside each cell's box (``Table.extract`` puts a comma set
+    lower than its digits on a line of its own: ``1234\\n,`` for ``1,234``)."""
+    return [[clean_cell(page.get_textbox(cell, textpage=textpage)) if cell else "" for cell in row.cells]
+            for row in table.rows]
+
+
+def _header_names(table) -> list[str]:
+    """The header cells, PyMuPDF's ``ColN`` placeholders left blank."""
+    return [clean_cell(name) if name and not re.fullmatch(r"Col\d+", str(name)) else "" for name in table.header.names]
+
+
+def table_markdown(table, rows: list[list[str]]) -> str:
+    """Markdown rows: the header cells (PyMuPDF's ``ColN`` placeholders left blank), ``|---|``, the
+    rows (`rows`: the table's cells, ``_cells``)."""
+    header = _header_names(table)
     if not table.header.external and rows and [cell for cell in rows[0]] == header:
         rows = rows[1:]  # the header is the table's first row
     rows = [row for row in rows if any(row)]
     line = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731
     return "\n".join([line(header), line(["---"] * len(header)), *map(line, rows)])
-
-
-def _cell(value) -> str:
-    if value is None:
-        return ""
-    text = _DOT_LEADER.sub(" ", str(value).replace("**", ""))
-    return _SPACES.sub(" ", text).strip().replace("|", "/")
 
 
 def _font_headings(page, textpage) -> list[str]:

@@ -6,6 +6,10 @@
 - ``title_heading``: the title, then the nearest heading above the chunk (``Document.headings``,
   from font sizes and the PDF outline), then the text.
 
+With ``table_text`` the document carries its tables' rows as lines (``Document.table_rows``,
+``rag_core.ingest.table_text``): the lines anchored inside a chunk follow its text, after a blank line,
+whatever ``chunk_context`` is.
+
 Only the indexed text changes: ``Chunk.text`` (shown, cited and given to the LLM) stays the exact
 span of the document. The prefix is document text, data like the rest: it never goes into a prompt.
 Left out: LLM-written chunk summaries ("contextual retrieval" with a model), heading paths of
@@ -54,9 +58,21 @@ def context_prefix(document: Document, chunk: Chunk, mode: str) -> str:
     return "\n".join(parts) + "\n\n"
 
 
+def table_lines(document: Document, start: int, end: int) -> list[str]:
+    """The table row lines of `document` anchored in ``text[start:end]`` (``table_text``), in text order."""
+    offsets = [offset for offset, _ in document.table_rows]
+    first, last = bisect.bisect_left(offsets, start), bisect.bisect_left(offsets, end)
+    return [line for _, line in document.table_rows[first:last]]
+
+
 def indexed_texts(chunks: Sequence[Chunk], corpus: Corpus, mode: str) -> list[str]:
     """The text each chunk is embedded and BM25-indexed with."""
-    if mode == "none":
-        return [chunk.text for chunk in chunks]
     documents = corpus.by_id
-    return [context_prefix(documents[chunk.doc_id], chunk, mode) + chunk.text for chunk in chunks]
+    if mode == "none" and not any(document.table_rows for document in corpus.documents):
+        return [chunk.text for chunk in chunks]
+    texts = []
+    for chunk in chunks:
+        document = documents[chunk.doc_id]
+        lines = table_lines(document, chunk.char_start, chunk.char_end) if document.table_rows else []
+        texts.append(context_prefix(document, chunk, mode) + chunk.text + ("\n\n" + "\n".join(lines) if lines else ""))
+    return texts

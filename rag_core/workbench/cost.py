@@ -46,7 +46,7 @@ LLM_EXPANSIONS = ("multi_query", "hyde")
 # Settings that decide which dense index a configuration needs (each distinct combination is embedded once;
 # max and mean_top2 share one, counted twice here). Windows embed more texts than chunks: not estimated.
 BUILD_SETTINGS = ("chunk_size", "overlap", "per_page", "chunk_unit", "child_size", "chunk_context", "extract_tables",
-                  "metadata_pattern", "embed_model", "embed_backend", "vector_store", "dense_pooling", "dense_stride",
+                  "table_text", "metadata_pattern", "embed_model", "embed_backend", "vector_store", "dense_pooling", "dense_stride",
                   "mode")
 MAX_ENUMERATED = 20_000  # combinations of those settings enumerated for an estimate
 
@@ -249,7 +249,7 @@ def _build_configs(spec: SweepSpec) -> list[RagConfig] | None:
 
 def _chunking(config: RagConfig) -> tuple:
     return (config.chunk_size, config.overlap, config.per_page, config.child_size, config.extract_tables,
-            config.metadata_pattern)
+            config.table_text, config.metadata_pattern)
 
 
 def _to_embed(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | Path,

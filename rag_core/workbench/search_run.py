@@ -109,7 +109,7 @@ class NotebookTrials:
     def embedding_needed(self, config: RagConfig) -> str | None:
         if not uses_embedder(config):
             return None
-        key = (tuple(sorted(chunker_key(config).items())), config.child_size, config.chunk_context, config.extract_tables, config.metadata_pattern,
+        key = (tuple(sorted(chunker_key(config).items())), config.child_size, config.chunk_context, config.extract_tables, config.table_text, config.metadata_pattern,
                config.embed_model, config.embed_backend, config.vector_store,
                config.dense_pooling == "first", config.dense_stride)  # windows or not: their own collection
         if key not in self._built:

@@ -97,7 +97,7 @@ class SweepPoint:
         settings that change its index (its registry's ``key``)."""
         cfg = self.config
         retrievers = tuple(RETRIEVERS.get(choice.name).key(cfg) for choice in retriever_choices(cfg))
-        ingest = (cfg.extract_tables, cfg.metadata_pattern, cfg.chunk_context, cfg.child_size)  # change what is indexed
+        ingest = (cfg.extract_tables, cfg.table_text, cfg.metadata_pattern, cfg.chunk_context, cfg.child_size)  # change what is indexed
         return (self.chunking_key, retrievers, ingest)
 
     @property

@@ -128,9 +128,10 @@ class DenseRetriever(Retriever):
             unit, text = by_id[window.unit_id], texts[window.unit_id]
             if window.of == 1:  # the whole unit (a manifest lists only the windows of longer units)
                 window = replace(window, char_start=0, char_end=len(text))
-            prefix = len(text) - len(unit.text)  # chunk_context's prefix: offsets into the document start after it
-            start = unit.char_start + max(0, window.char_start - prefix)
-            end = unit.char_start + max(0, window.char_end - prefix)
+            # chunk_context's prefix: offsets into the document start after it; table_text's lines follow the text
+            prefix = len(text) - len(unit.text) if text.endswith(unit.text) else max(0, text.find(unit.text))
+            start = unit.char_start + min(len(unit.text), max(0, window.char_start - prefix))
+            end = unit.char_start + min(len(unit.text), max(0, window.char_end - prefix))
             records.append(Chunk(window.id, unit.doc_id, unit.text[start - unit.char_start:end - unit.char_start],
                                  start, max(start, end), unit.page_start, unit.page_end))
             window_texts.append(text[window.char_start:window.char_end])
