@@ -66,9 +66,16 @@ class BuildStats:
     bm25_seconds: float = 0.0
     upsert_seconds: float = 0.0  # writing the vectors into the vector store
     upserted: int = 0  # chunks written to the vector store (those it lacked)
+    pages: int = 0  # page units a page retriever indexes (page_bm25, page_dense); 0: none configured
+    page_seconds: float = 0.0  # building (or loading) the page retrievers' indexes, embedding included
+    page_embedded: int = 0  # page windows embedded by the model (cache misses)
+    page_windows: int = 0  # vectors page_dense holds (a page longer than the model's window has several)
+
+    PAGE_FIELDS = ("pages", "page_seconds", "page_embedded", "page_windows")  # reported only with page units
 
     def as_metrics(self) -> dict[str, float]:
-        metrics = {f"index/{name}": float(value) for name, value in asdict(self).items()}
+        metrics = {f"index/{name}": float(value) for name, value in asdict(self).items()
+                   if self.pages or name not in self.PAGE_FIELDS}
         if self.chunks:
             metrics["index/truncated_share"] = self.truncated / self.chunks
         if self.embed_seconds > 0 and self.embedded:
@@ -109,7 +116,7 @@ class Index:
     def corpus(self) -> Corpus:
         """The corpus with this configuration's extraction (tables) and metadata."""
         return prepare_corpus(self.source_corpus, self.config.extract_tables, self.config.metadata_pattern,
-                              self.store_dir / "extracted", self.config.table_text)
+                              self.store_dir / "extracted")
 
     @functools.cached_property
     def chunking_key(self) -> str:
@@ -226,7 +233,7 @@ class Index:
     def chunk_set(self) -> ChunkSet:
         """What the retrievers index."""
         return ChunkSet(self.search_chunks, self.dir, self.chunking_key, self.context, self.indexed_texts,
-                        {doc.doc_id: metadata_fields(doc) for doc in self.corpus.documents})
+                        {doc.doc_id: metadata_fields(doc) for doc in self.corpus.documents}, self.corpus)
 
     # --- retrievers -----------------------------------------------------------------------
     def retriever(self, name: str) -> Retriever:

@@ -125,6 +125,12 @@ def explain_retrieval_settings(retrieval: "Retrieval", config: "RagConfig | None
         pooling = f" (dense_pooling {config.dense_pooling})" if config is not None else ""
         lines.append(f"dense windows{pooling}: the passage's best window, as the model read it")
         lines += [f"  #{position}: {window}" for position, window in shown]
+    for key, found in expansion.items():  # page retrievers (page_units/<name>): chunk id -> the page it was found on
+        on_pages = [(position, found[hit.chunk.id]) for position, hit in enumerate(retrieval.hits, start=1)
+                    if key.startswith("page_units/") and hit.chunk.id in found]
+        if on_pages:
+            lines.append(f"page retriever {key.partition('/')[2]}: the page each passage was found on")
+            lines += [f"  #{position}: {page}" for position, page in on_pages]
     return [""] + lines if lines else []
 
 

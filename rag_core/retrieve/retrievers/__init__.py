@@ -1,4 +1,5 @@
-"""First-stage retrievers: the registry (``RETRIEVERS``), the built-ins (``bm25``, ``dense``) and the
+"""First-stage retrievers: the registry (``RETRIEVERS``), the built-ins (``bm25``, ``dense``, and ``page_bm25``,
+``page_dense``: whole pages, ``rag_core.retrieve.retrievers.pages``) and the
 ``mode`` setting that chooses them.
 
 ``mode`` names one retriever or a comma-separated list of them, each with an optional weight
@@ -153,4 +154,20 @@ RETRIEVERS.register(
                 "(1,234) = -1,234, $1.2 billion = 1.2 billion = 1,200,000,000 (rag_core.retrieve.tokenizer)",
                 group="bm25"),
     ],
+)
+# Pages as retrieval units (rag_core.retrieve.retrievers.pages): each ranks whole pages with the
+# retriever it wraps and answers with the chunks on them, so it fuses with the chunk retrievers.
+RETRIEVERS.register(
+    "page_bm25", "rag_core.retrieve.retrievers.pages:PageBM25Retriever",
+    help="BM25 (the bm25 settings) over whole pages, answered with the chunks on the best pages",
+    uses=("bm25_backend", "tokenizer", "bm25_k1", "bm25_b"),
+)
+RETRIEVERS.register(
+    "page_dense", "rag_core.retrieve.retrievers.pages:PageDenseRetriever",
+    help="dense search over whole pages embedded as token windows, answered with the chunks on the best pages",
+    embeds_query=True, uses=("embed_model", "embed_backend", "vector_store", "dense_search", "dense_exact_max",
+                             "dense_stride", "tokenizer"),
+    settings=[Setting("page_pooling", str, "mean_top2", "page_dense: a page's score from its token windows: its best "
+                      "window (max) or the mean of its two best (mean_top2); pages are never truncated",
+                      choices=("max", "mean_top2"), group="embedding")],
 )

@@ -128,6 +128,7 @@ class ChunkSet:
     context: tuple = ()  # what prefixes the indexed text: () or (chunk_context, its version)
     indexed_texts: Callable[[], list[str]] = lambda: []  # the text each chunk is indexed with (computed on call)
     doc_metadata: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # doc id -> its metadata fields
+    corpus: Any = None  # the Corpus the chunks come from (page units read its pages); None: not known
 
     @property
     def context_key(self) -> str:
