@@ -4,11 +4,14 @@ chunk only with table_text, the shown passage is the document's text, and keys c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pymupdf
 
 from rag_core.config import RagConfig
+from rag_core.evaluate.evaluator import evaluate_config
+from rag_core.evaluate.golden import load_golden
 from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.files import read_documents
 from rag_core.ingest.pdf_extract import read_pdf
@@ -81,3 +84,17 @@ def test_keys_change_only_with_table_text_and_extraction_is_cached(tmp_path):
     changed = [a != b for a, b in zip(on.indexed_texts(), off.indexed_texts())]
     assert any(changed) and not all(changed)  # only the chunks with table rows
     assert len(list((tmp_path / "store" / "extracted").glob("*-text+rows-v*.json"))) == 1
+
+
+def test_eval_with_table_text_keeps_chunk_relevance_exact(tmp_path):
+    write_long_table_pdf(tmp_path / "docs" / "m.pdf")
+    corpus = Corpus.of(read_documents(tmp_path / "docs").documents)
+    golden = tmp_path / "golden.jsonl"
+    golden.write_text(json.dumps({"id": "q1", "query": "staffing offices outlook", "evidence": [
+        {"source": "m.pdf", "page": 1, "text": "The remaining pages discuss staffing"}]}) + "\n")
+    queries = load_golden(golden, doc_ids=corpus.by_id)
+    off, on = (evaluate_config(RagConfig(table_text=table_text, **BM25), corpus, queries, tmp_path / "store")
+               for table_text in (False, True))
+    # The shown text is unchanged, so the evidence is still located in it: one relevant chunk, not the page's.
+    assert on.qrels["chunk"] == off.qrels["chunk"] and len(on.qrels["chunk"]["q1"]) == 1
+    assert on.metrics["chunk/recall@5"] == off.metrics["chunk/recall@5"] == 1.0

@@ -76,8 +76,8 @@ def evaluate_config(
     stats = pipeline.build(load_reranker=True)
     build_seconds = time.perf_counter() - started
     judged = queries
-    if any(doc.extraction != pipeline.corpus.by_id[doc.doc_id].extraction for doc in corpus.documents):
-        judged = evidence_as_pages(queries, corpus.by_id)  # evidence texts were copied from the plain text
+    if any(doc.text != pipeline.corpus.by_id[doc.doc_id].text for doc in corpus.documents):
+        judged = evidence_as_pages(queries, corpus.by_id)  # evidence texts were copied from the plain text (tables)
     corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
     qrels = build_qrels(judged, corpus.by_id, pipeline.index.chunks)
     run = run_queries(pipeline, queries, where, progress, on_query)
