@@ -177,6 +177,10 @@ def format_eval_report(report: "EvalReport") -> str:
                         if index.get("windows", 0) > index.get("chunks", 0) else ""))
         lines += dense_reading_lines(0.0, index.get("unread_share", 0.0), "", warn=False)  # the build warned
         lines.append(f"Embedding model: {params['embed_model_used']}")
+    if index.get("pages"):  # page retrievers (page_bm25, page_dense)
+        lines.append(f"Page units: {int(index['pages'])} pages" + (f", {int(index['page_windows'])} dense windows "
+                     f"({int(index.get('page_embedded', 0))} embedded now)" if index.get("page_windows") else "")
+                     + f"; built or loaded in {index.get('page_seconds', 0.0):.1f} s")
     if "rerank_model_used" in params:
         lines.append(f"Re-rank: {int(metrics.get('rerank/pairs_scored', 0))} pairs scored, "
                      f"{int(metrics.get('rerank/cache_hits', 0))} from cache; model: {params['rerank_model_used']}")
