@@ -160,7 +160,7 @@ RETRIEVERS.register(
 RETRIEVERS.register(
     "page_bm25", "rag_core.retrieve.retrievers.pages:PageBM25Retriever",
     help="BM25 (the bm25 settings) over whole pages, answered with the chunks on the best pages",
-    uses=("bm25_backend", "tokenizer", "bm25_k1", "bm25_b"),
+    uses=("bm25_backend", "tokenizer", "bm25_k1", "bm25_b", "bm25_numbers"),
 )
 RETRIEVERS.register(
     "page_dense", "rag_core.retrieve.retrievers.pages:PageDenseRetriever",
