@@ -7,7 +7,7 @@ One process, one store (a fresh temporary one unless ``--store``): the base runs
 reading, chunking, embedding, BM25), then ``+page_bm25`` (its page units cold), then ``+page_bm25,page_dense``
 (the dense page windows cold), then ``+page_dense`` (warm). ``index/page_seconds`` of a run is the time its
 page retrievers took to build (or load) their indexes; the cold cost of the page units is the sum of the
-first two page runs' (a warm load of page_bm25 is counted in the second, a few ms). Page scores change
+first two page runs' (with the default runs, a warm load of page_bm25 is counted in the second: a few ms). Page scores change
 only the page ranking, so they are computed from each run's retrievals, no query is run again.
 Usage: python benchmarks/pages.py [--input DIR --golden FILE] [--config YAML] [--modes ...] [--store DIR] [--out FILE]
 Left out: re-ranking (no cross-encoder offline), repeats of the timing (one cold run each; the machine is shared).
@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     cold_pages = sum(row["page_seconds"] for row in rows[1:3])
     summary = {"base_ingest_seconds": cold_base, "page_units_cold_seconds": round(cold_pages, 2),
                "page_share_of_ingest": round(cold_pages / (cold_base + cold_pages), 3) if cold_base else None,
-               "page_bm25_cold_seconds": rows[1]["page_seconds"] if len(rows) > 1 else None}
+               "cold_seconds_by_run": {row["run"]: row["page_seconds"] for row in rows[1:3]}}
     print(summary)
     write_results({"input": str(args.input), "golden": str(args.golden), "config": str(args.config or "defaults"),
                    "queries": len(queries), "runs": rows, "comparisons": comparisons, "cost": summary}, args.out)

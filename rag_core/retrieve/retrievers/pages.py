@@ -4,11 +4,12 @@ cells), so a table and its header, or an answer spread over two chunks, are read
 
 A page unit is a ``Chunk`` whose id is ``<doc id>#p<page>`` and whose span is the page's text; units
 are indexed with the chunk context (``chunk_context``) like chunks. They do not depend on the chunking,
-so they live in a folder of their own, ``<store>/chunks/pages-<key>/`` (the key: each document's id,
-content hash and extraction, and ``PAGES_VERSION``), shared by every chunking of the corpus: the
-index of the inner retriever (``bm25``'s ``BM25Index``, ``dense``'s collection and manifest) is kept
-there and never rebuilt while the documents are unchanged. ``page_dense`` embeds a page longer than
-the model's window as token windows (``rag_core.retrieve.windows``), pooled by ``page_pooling``
+so they live in a folder of their own, ``<store>/chunks/pages-<key>/`` (the key: each document's id
+and stored version, i.e. its bytes, extraction and metadata; and ``PAGES_VERSION``), shared by every
+chunking of the corpus: the index of the inner retriever (``bm25``'s ``BM25Index``, ``dense``'s
+collection and manifest) is kept there and never rebuilt while the documents are unchanged.
+``page_dense`` embeds a page longer than the model's window as token windows
+(``rag_core.retrieve.windows``), pooled by ``page_pooling``
 (``max`` | ``mean_top2``; there is no truncation for pages).
 
 A page hit is answered as chunks, so a page retriever fuses with the chunk retrievers (``mode:
@@ -26,6 +27,7 @@ import time
 from dataclasses import replace
 from typing import Any, Sequence
 
+from rag_core.ingest.corpus import stored_version
 from rag_core.records import Chunk, ScoredId
 from rag_core.retrieve.context import indexed_texts
 from rag_core.retrieve.retrievers.base import RETRIEVERS, ChunkSet, Query, Ranked, Resources, Retriever, digest_key
@@ -54,8 +56,9 @@ def page_units(documents: Sequence[Any]) -> list[Chunk]:
 
 
 def pages_key(documents: Sequence[Any]) -> str:
-    """What the page units of `documents` depend on: the documents' ids, bytes and extraction."""
-    return digest_key(PAGES_VERSION, sorted((doc.doc_id, doc.content_hash, doc.extraction) for doc in documents))
+    """What the page units of `documents` depend on: each document's id and stored version (its bytes,
+    extraction settings and metadata, as the corpus fingerprint hashes them)."""
+    return digest_key(PAGES_VERSION, sorted((doc.doc_id, stored_version(doc)) for doc in documents))
 
 
 class PageRetriever(Retriever):
