@@ -740,6 +740,7 @@ def test_a_sweep_interrupted_while_a_worker_raises_dead_kernel_error_exits_130(t
     import logging
     import threading
 
+    import rag_core.workbench.executors as executors_module
     import rag_core.workbench.sweep as sweep_module
     from nbclient.exceptions import DeadKernelError
 
@@ -756,7 +757,7 @@ def test_a_sweep_interrupted_while_a_worker_raises_dead_kernel_error_exits_130(t
         interrupted.set()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(sweep_module, "run_point", dying_point)
+    monkeypatch.setattr(executors_module, "run_point", dying_point)
     monkeypatch.setattr(sweep_module, "wait", ctrl_c_while_waiting)
     saved, filters = (threading.excepthook, logging.raiseExceptions), list(logging.getLogger("asyncio").filters)
     try:

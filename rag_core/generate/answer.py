@@ -17,13 +17,16 @@ passed unchanged (the model may quote it). The document id, printed in the heade
 passage, has its control characters escaped (``rag_core.doc_ids``), so no file name can add a line.
 
 Relevance threshold (``passage_clears``), per passage:
-- re-ranked (a ``"rerank"`` stage): cross-encoder score >= ``config.min_rerank_score``;
-- otherwise retriever agreement: the passage must be found by ``min_retriever_agreement`` of the
-  retrievers that ran, capped at their number (hybrid: 2, dense or bm25: 1). A retriever "found" a
-  passage when it ranked it, and for BM25 with a score > 0 (at least one query term matched; BM25
-  back-ends may pad results with score-0 chunks). So BM25-only mode says "no answer" when no query
-  term occurs in any passage; dense-only mode without a re-ranker has no calibrated signal and always
-  answers: use a re-ranker to get a meaningful no-answer there.
+- re-ranked (a ``"rerank"`` stage) by a re-ranker with a score threshold (``score_threshold`` of the
+  re-ranker contract, ``rag_core.retrieve.rerank.base``; the cross-encoder's is ``min_rerank_score``):
+  re-rank score >= that threshold;
+- otherwise (no re-ranking, or a re-ranker whose scores have no threshold) retriever agreement: the
+  passage must be found by ``min_retriever_agreement`` of the retrievers that ran, capped at their
+  number (hybrid: 2, dense or bm25: 1). A retriever "found" a passage when it ranked it, and for BM25
+  with a score > 0 (at least one query term matched; BM25 back-ends may pad results with score-0
+  chunks). So BM25-only mode says "no answer" when no query term occurs in any passage; dense-only
+  mode without a re-ranker has no calibrated signal and always answers: use a re-ranker to get a
+  meaningful no-answer there.
 All passages (top ``config.k``) go to the model once one clears the threshold. Left out: streaming,
 conversation history, answer caching.
 """
@@ -43,6 +46,7 @@ from rag_core.api_keys import KEY_ENV
 from rag_core._compat import StrEnum
 from rag_core.llm import LLMClient, LLMError, complete_with_retries, delimited, has_api_key, new_nonce
 from rag_core.records import Document, Hit
+from rag_core.retrieve.rerank.base import score_threshold
 from rag_core.retrieve.retrievers import retriever_choices
 from rag_core.retrieve.tokenizer import get_tokenizer
 
@@ -120,16 +124,18 @@ def build_prompt(query: str, hits: Sequence[Hit], *, nonce: str | None = None) -
 # --- no-answer decision -------------------------------------------------------------------------
 def passage_clears(hit: Hit, config: RagConfig) -> bool:
     """Does this passage clear the relevance threshold? (See the module docstring.)"""
-    if "rerank" in hit.stages:
-        return hit.stages["rerank"].score >= config.min_rerank_score
+    threshold = score_threshold(config) if "rerank" in hit.stages else None
+    if threshold is not None:
+        return hit.stages["rerank"].score >= threshold
     retrievers = retriever_names(config)
     found = sum(1 for name in retrievers if name in hit.stages and (name != "bm25" or hit.stages[name].score > 0))
     return found >= max(1, min(config.min_retriever_agreement, len(retrievers)))
 
 
 def threshold_description(config: RagConfig, reranked: bool) -> str:
-    if reranked:
-        return f"re-rank score >= {config.min_rerank_score}"
+    threshold = score_threshold(config) if reranked else None
+    if threshold is not None:
+        return f"re-rank score >= {threshold}"
     needed = max(1, min(config.min_retriever_agreement, len(retriever_names(config))))
     return f"found by {needed} of the {config.mode} retriever(s)"
 

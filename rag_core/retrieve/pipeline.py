@@ -33,6 +33,7 @@ from rag_core.retrieve.candidates import CANDIDATES, Candidates, FirstStage
 from rag_core.retrieve.filters import describe
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.rerank import RERANKERS
+from rag_core.retrieve.rerank.base import BaseReranker
 from rag_core.retrieve.rerank.fusion import fuse_reranked
 from rag_core.retrieve.retrievers import SHORTHANDS
 
@@ -66,7 +67,7 @@ _ANNOUNCED: set[str] = set()  # re-ranking models announced as unavailable in th
 
 class Pipeline:
     def __init__(self, config: RagConfig, corpus: Corpus, store_dir: str | Path, progress: bool = False,
-                 index: Index | None = None, reranker: Any = None):
+                 index: Index | None = None, reranker: BaseReranker | None = None):
         """Records the parts; nothing is read, chunked or loaded until used."""
         self.config = config
         self.index = index or Index(Path(store_dir), corpus, config, progress=progress)
@@ -80,8 +81,9 @@ class Pipeline:
         return self.index.corpus
 
     @functools.cached_property
-    def reranker(self) -> Any:
-        """The re-ranker, or None: re-ranking off (``rerank_depth`` 0) or its model unavailable."""
+    def reranker(self) -> BaseReranker | None:
+        """The configured re-ranker (``rag_core.retrieve.rerank.base``), or None: re-ranking off
+        (``rerank_depth`` 0) or the re-ranker unavailable (its model cannot be loaded)."""
         cfg = self.config
         if cfg.rerank_depth == 0:
             return None

@@ -2,10 +2,10 @@
 sweep's parent, executed like a grid point, then the winner's held-out score and the table.
 
 ``NotebookTrials`` is the ``TrialEvaluator`` of real searches: a trial's evaluation is a sweep point
-(``points.run_point``: the evaluation notebook in a warm kernel, or on a Ray actor) whose settings are
-the trial's and whose ``query_ids`` are its rung's queries, logged with the param ``fidelity_queries``,
-the tag ``rag.search_trial`` and the metrics ``search/cost_seconds`` (its wall time) and
-``search/cold_seconds`` (of which building indexes). A point already finished under the same parent
+(run by the grid's executor, ``executors``: the evaluation notebook in a warm kernel, or on a Ray
+actor) whose settings are the trial's and whose ``query_ids`` are its rung's queries, logged with
+the param ``fidelity_queries``, the tag ``rag.search_trial`` and the metrics ``search/cost_seconds``
+(its wall time) and ``search/cold_seconds`` (of which building indexes). A point already finished under the same parent
 (same settings, data and queries) is reused, never run again: that is how a resumed search (Ctrl-C,
 then the same command) picks up the runs the study did not hear of. Each worker thread keeps its
 kernel, so trials reuse the models, indexes and retrieval candidates a grid reuses.
@@ -30,12 +30,13 @@ from typing import Callable
 from rag_core.config import ConfigError, RagConfig
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.ingest.chunking import chunker_key
+from rag_core.retrieve.rerank.base import rerank_unavailable
 from rag_core.retrieve.retrievers import uses_embedder
 from rag_core.workbench.cost import describe_build, dense_built, load_throughputs, record_runs
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.honest import default_config
-from rag_core.workbench.kernels import WarmKernel
-from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome, run_point
+from rag_core.workbench.executors import PointExecutor, open_executor
+from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome
 from rag_core.workbench.search import (STORAGE_TAG, STUDY_TAG, SearchDriver, SearchHistory, TrialScore, existing_trials,
                                        open_study)
 from rag_core.workbench.search_report import search_table
@@ -51,19 +52,15 @@ TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p5
 
 
 class NotebookTrials:
-    """Trials as sweep points: child runs executed in warm kernels (threads) or on Ray actors."""
+    """Trials as sweep points: child runs executed by `executor` (warm kernels in threads, or Ray actors)."""
 
     def __init__(self, job: PointJob, inputs: EvalInputs, data_key: dict, finished: dict[str, str], metric: str,
-                 remote=None):
+                 executor: PointExecutor):
         self.job, self.inputs, self.data_key, self.finished, self.metric = job, inputs, data_key, finished, metric
-        self.remote = remote  # ray_executor.RayWorkers, or None: local kernels
+        self.executor = executor  # started with `job`
         self.outcomes: list[PointOutcome] = []
-        self.kernels: list[WarmKernel] = []
-        self.running: set[str] = set()  # child runs whose notebook is executing
         self.lock = threading.Lock()
-        self.local = threading.local()
         self._built: dict[tuple, bool] = {}
-        self._unavailable: dict[str, str | None] = {}
         self.prebuild = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0}
         self.throughputs = load_throughputs(job.store_dir)
 
@@ -82,7 +79,7 @@ class NotebookTrials:
             with self.lock:
                 self.outcomes.append(PointOutcome(point, "SKIPPED", run_id))
             return TrialScore(value, time.perf_counter() - started, 0.0, run_id, reused=True)
-        outcome = self._run(point, point_hash)
+        outcome = self.executor.run(point, point_hash)
         cold = outcome.metrics.get("timing/build_seconds", 0.0)
         if outcome.run_id:
             tags = {ROLE_TAG: role} if role else {TRIAL_TAG: str(point.number - 1)}
@@ -94,17 +91,6 @@ class NotebookTrials:
                 self.finished[point_hash] = outcome.run_id
         value = outcome.metrics.get(self.metric) if outcome.status == "FINISHED" else None
         return TrialScore(value, time.perf_counter() - started, cold, outcome.run_id, False, outcome.error)
-
-    def _run(self, point: SweepPoint, point_hash: str) -> PointOutcome:
-        if self.remote is not None:  # each worker thread drives its own Ray actor
-            if not hasattr(self.local, "actor"):
-                self.local.actor = self.remote.new_actor()
-            return self.remote.run(self.local.actor, point, point_hash)
-        if not hasattr(self.local, "kernel"):
-            self.local.kernel = WarmKernel()
-            with self.lock:
-                self.kernels.append(self.local.kernel)
-        return run_point(point, point_hash, self.job, self.local.kernel, self.running)
 
     def embedding_needed(self, config: RagConfig) -> str | None:
         if not uses_embedder(config):
@@ -129,53 +115,25 @@ class NotebookTrials:
         return chunks / rate
 
     def unavailable(self, config: RagConfig) -> str | None:
-        if config.rerank_depth == 0:
-            return None
-        if config.rerank_model not in self._unavailable:
-            from rag_core.retrieve.rerank import Reranker
-
-            error = Reranker(config.rerank_model).unavailable()
-            self._unavailable[config.rerank_model] = (f"cross-encoder {config.rerank_model!r} cannot be loaded "
-                                                      f"({error.reason})") if error else None
-        return self._unavailable[config.rerank_model]
+        """Why `config`'s re-ranker cannot run, or None (the sweeps' one check: ``rerank_unavailable``)."""
+        return rerank_unavailable(config, self.job.store_dir)
 
     def build(self, config: RagConfig) -> float:
         """Build `config`'s indexes in this process (or as a Ray task): several workers never embed into
         one store at once. Counted like a grid's prebuild (``sweep/prebuild_*`` on the parent run)."""
         started = time.perf_counter()
-        if self.remote is not None:
-            import ray
-
-            from rag_core.workbench.ray_executor import build_indexes
-
-            done = ray.get(build_indexes.remote(config, self.inputs.corpus, self.job.store_dir))
-        else:
-            from rag_core.retrieve.pipeline import Pipeline
-
-            stats = Pipeline(config, self.inputs.corpus, self.job.store_dir).build()
-            done = {"dense_indexes_built": float(stats.embedded + stats.embed_cache_hits > 0),
-                    "chunkings_built": float(stats.chunkings_built), "embedded": float(stats.embedded),
-                    "embed_cache_hits": float(stats.embed_cache_hits)}
+        done = self.executor.build(config, self.inputs.corpus, self.job.store_dir)
         for name in self.prebuild:
             self.prebuild[name] += done.get(name, 0.0)
         self._built.clear()
         return time.perf_counter() - started
 
     def kill_running(self) -> None:
-        for run_id in list(self.running):
-            self.job.tracker.finish(run_id, "KILLED")
-        if self.remote is not None:
-            self.remote.kill_running()
+        self.executor.kill_running()
 
     def shutdown(self) -> int:
         """End the kernels (or actors); how many kernels were started."""
-        for kernel in self.kernels:
-            kernel.shutdown()
-        started = sum(kernel.started for kernel in self.kernels)
-        if self.remote is not None and self.remote.actors:
-            counts = self.remote.shutdown()
-            started += counts.kernels_started + counts.superseded
-        return started
+        return self.executor.shutdown().kernels_started
 
 
 def study_storage(store_dir: Path) -> str:
@@ -194,10 +152,7 @@ def run_search(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outp
     started = time.perf_counter()
     store_dir = Path(store_dir).resolve()
     tracker = Tracker.at(tracking_uri)
-    if executor == "ray":
-        from rag_core.workbench import ray_executor
-
-        ray_executor.connect(ray_address, tracker.uri)
+    points_executor = open_executor(executor, ray_address=ray_address, tracking_uri=tracker.uri)  # Ray joined first
     output_dir = Path(output_dir).resolve() if output_dir else spec.path.resolve().parent / "runs" / spec.name
     output_dir.mkdir(parents=True, exist_ok=True)
     inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,
@@ -217,10 +172,8 @@ def run_search(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outp
         tags={STORAGE_TAG: storage, STUDY_TAG: study_name, TAG_PREFIX + "search_budget": spec.search.budget.describe()})
     finished = {} if rerun else finished_points(tracker, experiment, parent_id)
     job = PointJob(spec, experiment, parent_id, store_dir, output_dir, tracker, notebook)
-    remote = None
-    if executor == "ray":
-        remote = ray_executor.RayWorkers(job)
-    trials = NotebookTrials(job, inputs, data_key, finished, spec.primary_metric, remote)
+    points_executor.start(job)
+    trials = NotebookTrials(job, inputs, data_key, finished, spec.primary_metric, points_executor)
     earlier = existing_trials(storage, study_name)
     rungs = spec.search.halving.rungs(len(tuning)) if spec.search.strategy == "halving" else (len(tuning),)
     study = open_study(storage, study_name, spec.search, spec.search.halving.eta ** (len(rungs) - 1), earlier)
@@ -229,7 +182,7 @@ def run_search(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outp
     echo(f"Search {spec.name!r}: strategy {spec.search.strategy}, budget {spec.search.budget.describe()}, space of "
          f"{spec.space.size if spec.space.size is not None else 'infinitely many'} configurations; "
          f"{len(tuning)} tuning queries{' in rungs of ' + '/'.join(map(str, driver.rungs)) if len(driver.rungs) > 1 else ''}"
-         f"; {workers} {'Ray ' if remote else ''}worker(s)"
+         f"; {workers} {points_executor.label}worker(s)"
          f"{f'; resuming ({earlier} trials, {driver.spent_points:.1f} points spent)' if earlier else ''}; "
          f"experiment {experiment!r}")
     try:

@@ -13,8 +13,10 @@ process that has the model loaded already (the demo, after its ingest) does not 
 work is counted on the parent run (``sweep/*`` metrics: points, chunkings, dense indexes built, chunks embedded, candidates reused,
 cross-encoder pairs scored vs cache hits).
 
-Models: when the configured cross-encoder cannot be loaded, the points with ``rerank_depth > 0`` are
-not run (status UNAVAILABLE), said in one line and on the parent run (``rag.points_unavailable``).
+Models: when the configured re-ranker cannot run (the cross-encoder's model cannot be loaded; asked
+through ``rag_core.retrieve.rerank.base.rerank_unavailable``, the check searches make too), the points
+with ``rerank_depth > 0`` are not run (status UNAVAILABLE), said in one line and on the parent run
+(``rag.points_unavailable``). A re-ranker that loads no model (a plugin's) is never unavailable.
 
 Restart: the parent run is found again by ``rag.sweep_hash`` (the resolved sweep: data, base
 settings and grid), and points whose child run FINISHED with the same ``rag.point_hash`` (settings +
@@ -25,9 +27,12 @@ dies likewise, and its worker gets a new kernel. Interrupted (Ctrl-C), the runni
 parent run are marked KILLED at once.
 Held-out queries, the honest winner and the table's intervals: ``sweep_report``.
 
-Executors: ``local`` (the above: threads and kernels in this process tree) or ``ray`` (the same
-scheduling of groups, each worker thread driving a Ray actor that holds the kernel and makes the child
-runs; index builds as Ray tasks; a point whose worker dies is retried: ``ray_executor``).
+Executors (``executors``, shared with searches): ``local`` (the above: threads and kernels in this
+process tree) or ``ray`` (the same scheduling of groups, each worker thread driving a Ray actor that
+holds the kernel and makes the child runs; index builds as Ray tasks; a point whose worker dies is
+retried: ``ray_executor``). A grid runs in steps: ``_plan_grid`` (points, data, hashes),
+``_sort_points`` (finished before, unavailable, to run), ``_run_points`` and ``_finish_grid`` (table,
+parent run).
 Left out: reading the sweep file (``sweep_file``), one point's execution (``points``), the parent run's
 bookkeeping in MLflow (``sweep_runs``), terminal output (``rag_core.cli``).
 """
@@ -39,17 +44,20 @@ import tempfile
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 from rag_core.config import ConfigError
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.paths import NOTEBOOKS_DIR
 from rag_core.workbench.cost import record_runs
 from rag_core.workbench.evaluation import EvalInputs, load_eval_inputs
+from rag_core.workbench.executors import EXECUTORS, ExecutorCounts, PointExecutor, open_executor
+from rag_core.workbench.executors import queries_without_torch  # noqa: F401 - its name here before executors
 from rag_core.workbench.tracking import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 from rag_core.workbench.kernels import WarmKernel
-from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome, run_point
+from rag_core.workbench.points import NOTEBOOK, PointJob, PointOutcome
 from rag_core.workbench.search_run import run_search
 from rag_core.workbench.sweep_file import SweepPoint, SweepSpec, digest
 from rag_core.workbench.sweep_report import plan_holdout, sweep_table
@@ -58,7 +66,6 @@ from rag_core.workbench.sweep_runs import finished_points, log_parent_summary, p
 
 TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
 UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
-EXECUTORS = ("local", "ray")
 
 
 def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, output_dir: str | Path | None = None,
@@ -76,28 +83,84 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     if spec.search.is_search:  # strategy tpe or halving: Optuna picks the points
         return run_search(spec, store_dir, workers=workers, output_dir=output_dir, tracking_uri=tracking_uri, echo=echo,
                           notebook=notebook, rerun=rerun, executor=executor, ray_address=ray_address)
+    options = GridOptions(workers, output_dir, tracking_uri, echo, notebook, rerun, executor, ray_address)
     started = time.perf_counter()
     first_kernel = WarmKernel() if executor == "local" and workers == 1 else None
     if first_kernel is not None:
         first_kernel.start(NOTEBOOKS_DIR)  # it starts and imports while this process sets the sweep up
     try:
-        return _run_grid(spec, Path(store_dir).resolve(), workers, output_dir, tracking_uri, echo, notebook, rerun,
-                         executor, ray_address, started, first_kernel)
+        return _run_grid(spec, Path(store_dir).resolve(), options, started, first_kernel)
     finally:
         if first_kernel is not None:  # normally shut down with the others; not when the set-up failed
             first_kernel.shutdown()
 
 
-def _run_grid(spec: SweepSpec, store_dir: Path, workers: int, output_dir: str | Path | None, tracking_uri: str | None,
-              echo: Callable[[str], None], notebook: Path, rerun: bool, executor: str, ray_address: str | None,
-              started: float, first_kernel: WarmKernel | None) -> SweepResult:
-    """``run_sweep`` for a grid; `first_kernel`, already started, is the (single) worker's kernel."""
-    tracker = Tracker.at(tracking_uri)
-    if executor == "ray":  # joined first: an unreachable cluster leaves no parent run behind
-        from rag_core.workbench import ray_executor
+@dataclass(frozen=True)
+class GridOptions:
+    """How ``run_sweep`` runs a grid (its keyword arguments)."""
 
-        ray_executor.connect(ray_address, tracker.uri)
+    workers: int
+    output_dir: str | Path | None
+    tracking_uri: str | None
+    echo: Callable[[str], None]
+    notebook: Path
+    rerun: bool
+    executor: str
+    ray_address: str | None
+
+
+@dataclass
+class GridPlan:
+    """A grid's points and data, read before any run is made."""
+
+    points: list[SweepPoint]
+    skipped_invalid: list[str]  # one line per grid point that is not a valid configuration
+    inputs: EvalInputs
+    experiment: str
+    holdout: Any  # sweep_report.plan_holdout's plan, or None
+    point_hashes: dict[int, str]  # point number -> its rag.point_hash
+    output_dir: Path
+
+
+def _run_grid(spec: SweepSpec, store_dir: Path, options: GridOptions, started: float,
+              first_kernel: WarmKernel | None) -> SweepResult:
+    """``run_sweep`` for a grid; `first_kernel`, already started, is the (single) worker's kernel."""
+    echo = options.echo
+    tracker = Tracker.at(options.tracking_uri)
+    executor = open_executor(options.executor, ray_address=options.ray_address, tracking_uri=tracker.uri,
+                             first_kernel=first_kernel)  # Ray joined first: an unreachable cluster leaves no run
     tracker.check()  # an unusable tracking store fails in one line, before any work
+    grid = _plan_grid(spec, store_dir, options.output_dir, echo)
+    with tracking_errors(tracker.uri):
+        parent_id, resumed = parent_run(tracker, grid.experiment, spec, grid.inputs, len(grid.points), options.rerun)
+        finished = {} if options.rerun else finished_points(tracker, grid.experiment, parent_id)
+    todo, outcomes, unavailable = _sort_points(grid, finished)
+    if unavailable:
+        line = _unavailable_line(unavailable)
+        echo(line)
+        tracker.client.set_tag(parent_id, UNAVAILABLE_TAG, line[:5000])
+    distinct = len({point.chunking_key for point in grid.points})
+    echo(f"Sweep {spec.name!r}: {len(grid.points)} points ({distinct} distinct chunkings), "
+         f"{len(grid.points) - len(todo) - len(unavailable)} already finished, {len(todo)} to run with "
+         f"{options.workers} {executor.label}worker(s){' (resuming run ' + parent_id + ')' if resumed else ''}; "
+         f"experiment {grid.experiment!r}")
+    executor.start(PointJob(spec, grid.experiment, parent_id, store_dir, grid.output_dir, tracker, options.notebook))
+    prebuild: dict[str, float] = {}
+    if todo and executor.builds_first(todo, options.workers):
+        prebuild = executor.build_all(todo, grid.inputs, store_dir, echo)
+    runnable = len(grid.points) - len(unavailable)  # progress counts the points that can run
+    ran, counts = _run_points(todo, grid, executor, options.workers, runnable, spec.primary_metric, echo)
+    outcomes += ran
+    work = log_parent_summary(tracker, grid.experiment, parent_id, grid.points, grid.skipped_invalid, len(unavailable),
+                              prebuild, counts.kernels_started, time.perf_counter() - started)
+    if options.executor == "ray":
+        work["sweep/points_retried"] = float(counts.points_retried)  # attempts lost with their worker, run again
+        tracker.log(parent_id, metrics={"sweep/points_retried": float(counts.points_retried)})
+    return _finish_grid(spec, grid, tracker, parent_id, resumed, outcomes, unavailable, work, store_dir)
+
+
+def _plan_grid(spec: SweepSpec, store_dir: Path, output_dir: str | Path | None, echo: Callable[[str], None]) -> GridPlan:
+    """The grid's points (with the holdout's extra point 0), its data and each point's hash."""
     output_dir = Path(output_dir).resolve() if output_dir else spec.path.resolve().parent / "runs" / spec.name
     output_dir.mkdir(parents=True, exist_ok=True)
     points, skipped_invalid = spec.points()
@@ -105,7 +168,6 @@ def _run_grid(spec: SweepSpec, store_dir: Path, workers: int, output_dir: str | 
         echo(message)
     inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,
                               store_dir=store_dir, max_queries=spec.max_queries)
-    experiment = spec.experiment or inputs.experiment
     plan = plan_holdout(spec, inputs.queries, points)  # holdout: the split, and the default as point 0 if not in the grid
     if plan is not None:
         points += [plan.extra] if plan.extra else []
@@ -114,100 +176,70 @@ def _run_grid(spec: SweepSpec, store_dir: Path, workers: int, output_dir: str | 
              + ("; the default configuration runs as an extra point 0" if plan.extra else ""))
     data_key = {**spec.data_identity(), "corpus": inputs.corpus.fingerprint, "golden": golden_fingerprint(inputs.queries)}
     point_hashes = {point.number: digest({"settings": point.config.as_params(), "data": data_key}) for point in points}
+    return GridPlan(points, skipped_invalid, inputs, spec.experiment or inputs.experiment, plan, point_hashes,
+                    output_dir)
 
-    with tracking_errors(tracker.uri):
-        parent_id, resumed = parent_run(tracker, experiment, spec, inputs, len(points), rerun)
-        finished = {} if rerun else finished_points(tracker, experiment, parent_id)
-    todo = [point for point in points if point_hashes[point.number] not in finished]
-    outcomes = [PointOutcome(point, RunStatus.SKIPPED, finished[point_hashes[point.number]]) for point in points if point not in todo]
-    unavailable, todo = _without_unavailable_models(todo)
-    if unavailable:
-        outcomes += [PointOutcome(point, RunStatus.UNAVAILABLE, None, error=reason) for point, reason in unavailable]
-        line = _unavailable_line(unavailable)
-        echo(line)
-        tracker.client.set_tag(parent_id, UNAVAILABLE_TAG, line[:5000])
-    distinct = len({point.chunking_key for point in points})
-    echo(f"Sweep {spec.name!r}: {len(points)} points ({distinct} distinct chunkings), "
-         f"{len(points) - len(todo) - len(unavailable)} already finished, {len(todo)} to run with {workers} "
-         f"{'Ray ' if executor == 'ray' else ''}worker(s){' (resuming run ' + parent_id + ')' if resumed else ''}; "
-         f"experiment {experiment!r}")
 
-    job = PointJob(spec, experiment, parent_id, store_dir, output_dir, tracker, notebook)
-    remote = ray_executor.RayWorkers(job) if executor == "ray" else None
-    prebuild: dict[str, float] = {}
-    if todo and remote is not None:
-        prebuild = ray_executor.prebuild(todo, inputs, store_dir, echo)
-    elif todo and (workers > 1 or queries_without_torch(todo)):
-        prebuild = _prebuild(todo, inputs, store_dir, echo)
+def _sort_points(grid: GridPlan, finished: dict[str, str]) -> tuple[list[SweepPoint], list[PointOutcome],
+                                                                    list[tuple[SweepPoint, str]]]:
+    """(the points to run, the outcomes of those finished before, (point, why) for those whose
+    re-ranker cannot run)."""
+    todo = [point for point in grid.points if grid.point_hashes[point.number] not in finished]
+    outcomes = [PointOutcome(point, RunStatus.SKIPPED, finished[grid.point_hashes[point.number]])
+                for point in grid.points if point not in todo]
+    unavailable, todo = _without_unavailable_rerankers(todo)
+    outcomes += [PointOutcome(point, RunStatus.UNAVAILABLE, None, error=reason) for point, reason in unavailable]
+    return todo, outcomes, unavailable
 
-    runnable = len(points) - len(unavailable)  # progress counts the points that can run
+
+def _run_points(todo: list[SweepPoint], grid: GridPlan, executor: PointExecutor, workers: int, runnable: int,
+                primary_metric: str, echo: Callable[[str], None]) -> tuple[list[PointOutcome], ExecutorCounts]:
+    """Run `todo` on `executor` with `workers` threads, a progress line per point; on Ctrl-C the
+    running child runs and the parent are KILLED. The outcomes, and what the executor counted."""
     counter = itertools.count(runnable - len(todo) + 1)
     lock = threading.Lock()
-    running: set[str] = set()  # child run ids whose notebook is executing
-    all_kernels: list[WarmKernel] = []
-    local = threading.local()  # each worker thread keeps its own kernel
 
     def run_one(point: SweepPoint) -> PointOutcome:
-        if remote is not None:  # each worker thread drives its own Ray actor
-            if not hasattr(local, "actor"):
-                local.actor = remote.new_actor()
-            outcome = remote.run(local.actor, point, point_hashes[point.number])
-        else:
-            if not hasattr(local, "kernel"):
-                local.kernel = first_kernel or WarmKernel()
-                with lock:
-                    all_kernels.append(local.kernel)
-            outcome = run_point(point, point_hashes[point.number], job, local.kernel, running)
+        outcome = executor.run(point, grid.point_hashes[point.number])
         with lock:
-            echo(progress_line(next(counter), runnable, outcome, spec.primary_metric))
+            echo(progress_line(next(counter), runnable, outcome, primary_metric))
         return outcome
 
-    kernels_started, retried = 0, 0
     try:
-        outcomes += list(_execute(todo, workers, run_one))
+        outcomes = list(_execute(todo, workers, run_one))
     except KeyboardInterrupt:
-        for run_id in list(running):
-            tracker.finish(run_id, RunStatus.KILLED)
-        if remote is not None:
-            remote.kill_running()
-        tracker.finish(parent_id, RunStatus.KILLED)
+        executor.kill_running()
+        executor.job.tracker.finish(executor.job.parent_run_id, RunStatus.KILLED)
         raise
     finally:
-        for kernel in all_kernels:
-            kernel.shutdown()
-        kernels_started = sum(kernel.started for kernel in all_kernels)
-        if remote is not None and remote.actors:
-            counts = remote.shutdown()
-            retried = counts.superseded
-            kernels_started = counts.kernels_started + retried  # each dead attempt had a kernel of its own
-    work = log_parent_summary(tracker, experiment, parent_id, points, skipped_invalid, len(unavailable), prebuild,
-                              kernels_started, time.perf_counter() - started)
-    if remote is not None:
-        work["sweep/points_retried"] = float(retried)  # attempts lost with their worker, run again
-        tracker.log(parent_id, metrics={"sweep/points_retried": float(retried)})
-    record_runs(store_dir, tracker.child_runs(experiment, parent_id))  # this machine's throughputs, for --dry-run
-    table, holdout = sweep_table(tracker, experiment, parent_id, spec, plan, outcomes, TABLE_METRICS)
+        counts = executor.shutdown()
+    return outcomes, counts
+
+
+def _finish_grid(spec: SweepSpec, grid: GridPlan, tracker: Tracker, parent_id: str, resumed: bool,
+                 outcomes: list[PointOutcome], unavailable: list[tuple[SweepPoint, str]], work: dict[str, float],
+                 store_dir: Path) -> SweepResult:
+    """The table and its artifacts on the parent run, which ends FAILED when a point failed."""
+    record_runs(store_dir, tracker.child_runs(grid.experiment, parent_id))  # this machine's throughputs, for --dry-run
+    table, holdout = sweep_table(tracker, grid.experiment, parent_id, spec, grid.holdout, outcomes, TABLE_METRICS)
     with tempfile.TemporaryDirectory(prefix="rag-sweep-") as temp:
         folder = Path(temp)
         table.to_csv(folder / "comparison.csv", index=False)
         tracker.log_artifacts(parent_id, [folder / "comparison.csv", spec.path])
     any_failed = any(outcome.status == RunStatus.FAILED for outcome in outcomes)
     tracker.finish(parent_id, RunStatus.FAILED if any_failed else RunStatus.FINISHED)
-    outcomes.sort(key=lambda outcome: points.index(outcome.point))
-    return SweepResult(spec.name, experiment, parent_id, resumed, outcomes, skipped_invalid,
+    outcomes.sort(key=lambda outcome: grid.points.index(outcome.point))
+    return SweepResult(spec.name, grid.experiment, parent_id, resumed, outcomes, grid.skipped_invalid,
                        _unavailable_line(unavailable) if unavailable else None, work, table, spec.primary_metric,
-                       output_dir, tracker.uri, holdout)
+                       grid.output_dir, tracker.uri, holdout)
 
 
-def _without_unavailable_models(points: list[SweepPoint]) -> tuple[list[tuple[SweepPoint, str]], list[SweepPoint]]:
-    """((point, why) for the points whose cross-encoder cannot be loaded, the points that can run)."""
-    from rag_core.retrieve.rerank import Reranker
+def _without_unavailable_rerankers(points: list[SweepPoint]) -> tuple[list[tuple[SweepPoint, str]], list[SweepPoint]]:
+    """((point, why) for the points whose re-ranker cannot run, the points that can run): the
+    configured re-ranker is asked (``rerank_unavailable``), a plugin's as much as the cross-encoder."""
+    from rag_core.retrieve.rerank.base import rerank_unavailable
 
-    models = {point.config.rerank_model for point in points if point.config.rerank_depth > 0}
-    errors = {name: error for name in models if (error := Reranker(name).unavailable()) is not None}
-    unavailable = [(point, f"cross-encoder {point.config.rerank_model!r} cannot be loaded "
-                           f"({errors[point.config.rerank_model].reason})")
-                   for point in points if point.config.rerank_depth > 0 and point.config.rerank_model in errors]
+    unavailable = [(point, reason) for point in points if (reason := rerank_unavailable(point.config)) is not None]
     skipped = {point.number for point, _ in unavailable}
     return unavailable, [point for point in points if point.number not in skipped]
 
@@ -246,36 +278,6 @@ def _execute(points: list[SweepPoint], workers: int, run_one: Callable[[SweepPoi
             for future in done:
                 busy -= rerank_keys(running.pop(future))
                 yield from future.result()
-
-
-def queries_without_torch(points: list[SweepPoint]) -> bool:
-    """Whether every point, once its indexes are built, runs without torch: no re-ranking, and an
-    embedding backend whose queries run on the store's ONNX export (bf16, onnx, onnx-int8)."""
-    return all(point.config.rerank_depth == 0 and point.config.embed_backend != "torch" for point in points)
-
-
-def _prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir: Path, echo: Callable[[str], None]) -> dict[str, float]:
-    """Chunk, embed and index every distinct build of `points`, one after another, before the points
-    run: two parallel points then never embed the same chunking, and a kernel need not load the model."""
-    from rag_core.retrieve.pipeline import Pipeline
-
-    totals = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0, "seconds": 0.0}
-    builds = {point.build_key: point.config for point in points}
-    echo(f"Building indexes for {len(builds)} distinct chunking/model combinations first ...")
-    for config in builds.values():
-        started = time.perf_counter()
-        try:
-            stats = Pipeline(config, inputs.corpus, store_dir).build()
-        except Exception as exc:  # noqa: BLE001 - its points build it again in their kernels, and fail there, recorded
-            echo(f"could not build an index first ({type(exc).__name__}: {str(exc).splitlines()[0][:200]}); "
-                 "its points will try in their kernels")
-            continue
-        totals["dense_indexes_built"] += float(stats.embedded + stats.embed_cache_hits > 0)
-        totals["chunkings_built"] += stats.chunkings_built
-        totals["embedded"] += stats.embedded
-        totals["embed_cache_hits"] += stats.embed_cache_hits
-        totals["seconds"] += time.perf_counter() - started
-    return totals
 
 
 def progress_line(position: int, total: int, outcome: PointOutcome, primary_metric: str) -> str:

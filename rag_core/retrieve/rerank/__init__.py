@@ -4,11 +4,13 @@ cross-encoder, and the registry of its runtimes (``RERANK_BACKENDS``, the ``rera
 first use) and ``onnx`` / ``onnx-int8`` (ONNX Runtime, exported on first use
 into the store's ``onnx/`` folder).
 
-A re-ranker is registered as a class with ``from_config(config, cache, store_dir)``; the object has
-``model_name`` and ``name_used`` (what runs record), ``unavailable()`` (None, or the
-``ModelLoadError`` saying why it cannot run: re-ranking is then off, announced) and
-``score(query, texts) -> RerankScores`` (``rag_core.retrieve.rerank.cross_encoder``). The pipeline
-re-scores the top ``rerank_depth`` fused candidates with it (0: off).
+A re-ranker is a ``BaseReranker`` (``rag_core.retrieve.rerank.base``, the contract: ``from_config``,
+``score(query, texts) -> RerankScores``, ``unavailable()``, ``model_name`` / ``name_used``, and
+``score_threshold(config)``, its no-answer threshold) registered as a class with the settings it
+declares. The built-in one is ``cross_encoder`` (``CrossEncoderReranker``; ``min_rerank_score`` is its
+setting); a plugin registers its own (``docs/rerankers.md``). The pipeline re-scores the
+top ``rerank_depth`` fused candidates with it (0: off); ``rerank_unavailable(config)`` is the one
+check sweeps and searches make before running a re-ranked point.
 
 A re-rank backend is registered as an opener ``open(model_name, export_dir, **options) -> scorer``
 whose ``predict(pairs, batch_size)`` returns one raw score per (query, passage) pair.
@@ -23,6 +25,7 @@ from rag_core.retrieve.onnx_export import register_runtimes
 
 DEFAULT_RERANK_MODEL = "cross-encoder/ms-marco-MiniLM-L6-v2"
 
+RERANK_FUSIONS = ("none", "rrf")  # the rerank_fusion setting's choices (rag_core.retrieve.rerank.fusion)
 RERANKERS = Registry("reranker", setting="reranker", group="rerank")
 RERANK_BACKENDS = Registry("rerank_backend", setting="rerank_backend", group="rerank")
 register_runtimes(RERANK_BACKENDS, "rag_core.retrieve.rerank.cross_encoder:TorchScorer",
@@ -36,20 +39,22 @@ SETTINGS.declare(
     Setting("reranker", str, "cross_encoder", "re-ranker: cross_encoder, or one a plugin registers",
             choices=RERANKERS.names, group="rerank"),
     Setting("rerank_fusion", str, "none", "none: the re-ranked head in the re-ranker's order; rrf: that order fused "
-            "by RRF (rrf_k) with the first stage's order of the same passages", choices=("none", "rrf"), group="rerank"),
+            "by RRF (rrf_k) with the first stage's order of the same passages", choices=RERANK_FUSIONS, group="rerank"),
     owner="rerank")
 RERANKERS.register(
-    "cross_encoder", "rag_core.retrieve.rerank.cross_encoder:Reranker",
+    "cross_encoder", "rag_core.retrieve.rerank.cross_encoder:CrossEncoderReranker",
     help="a sentence-transformers cross-encoder scores each (query, passage) pair; scores cached in the store",
     settings=[
         Setting("rerank_model", str, DEFAULT_RERANK_MODEL, "cross-encoder, hub name or local directory "
                 "(env RAG_RERANK_MODEL)", env="RAG_RERANK_MODEL", group="rerank"),
         Setting("rerank_backend", str, "torch", "cross-encoder runtime: torch | bf16 (checked against fp32 at "
                 "first use) | onnx | onnx-int8 (ONNX Runtime, exported once into the store)", choices=RERANK_BACKENDS.names, group="rerank"),
-        Setting("min_rerank_score", float, 0.0, "no-answer threshold on the cross-encoder logit", group="rerank"),
+        Setting("min_rerank_score", float, 0.0, "no-answer threshold on the cross-encoder logit (the cross_encoder "
+                "re-ranker's; another re-ranker has its own)", group="rerank"),
     ],
 )
 
-__getattr__, _lazy_all = lazy_exports(__name__, {"Reranker": "cross_encoder", "RerankScores": "cross_encoder",
-                                                 "OnnxCrossEncoder": "onnx"})
-__all__ = ["DEFAULT_RERANK_MODEL", "RERANKERS", "RERANK_BACKENDS", *_lazy_all]
+__getattr__, _lazy_all = lazy_exports(__name__, {
+    "BaseReranker": "base", "RerankScores": "base", "rerank_unavailable": "base", "score_threshold": "base",
+    "CrossEncoderReranker": "cross_encoder", "Reranker": "cross_encoder", "OnnxCrossEncoder": "onnx"})
+__all__ = ["DEFAULT_RERANK_MODEL", "RERANKERS", "RERANK_BACKENDS", "RERANK_FUSIONS", *_lazy_all]

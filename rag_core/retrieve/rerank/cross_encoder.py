@@ -16,7 +16,6 @@ Left out: listwise re-rankers and LLM re-ranking.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,21 +25,16 @@ from rag_core.retrieve import bf16
 from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.models import LoadedModel, ModelLoadError, load_cross_encoder
 from rag_core.retrieve.rerank import RERANK_BACKENDS
+from rag_core.retrieve.rerank.base import BaseReranker, RerankScores
 
 
 _UNAVAILABLE: dict[str, ModelLoadError] = {}  # model name -> why it cannot be loaded, in this process
 
 
-@dataclass(frozen=True)
-class RerankScores:
-    scores: list[float]  # one per text, in the order given (higher = more relevant)
-    model_seconds: float  # the model's time for these pairs, as measured when each was scored
-    computed_seconds: float  # of which spent now (cache misses)
-    pairs_scored: int  # computed by the model now
-    cache_hits: int
+class CrossEncoderReranker(BaseReranker):
+    """The ``cross_encoder`` re-ranker: a sentence-transformers ``CrossEncoder`` on the ``rerank_backend``
+    runtime; its scores are logits, and ``min_rerank_score`` (its setting) is its no-answer threshold."""
 
-
-class Reranker:
     def __init__(self, model_name: str, cache: ScoreCache | None = None, batch_size: int = 16,
                  backend: str = "torch", export_dir: Path | None = None):
         self.model_name = model_name
@@ -52,8 +46,15 @@ class Reranker:
         self._scorer: Any = None
 
     @classmethod
-    def from_config(cls, config: Any, cache: ScoreCache | None, store_dir: Path) -> "Reranker":
+    def from_config(cls, config: Any, cache: ScoreCache | None, store_dir: Path) -> "CrossEncoderReranker":
         return cls(config.rerank_model, cache, backend=config.rerank_backend, export_dir=Path(store_dir) / "onnx")
+
+    @classmethod
+    def score_threshold(cls, config: Any) -> float | None:
+        return config.min_rerank_score
+
+    def describe(self) -> str:
+        return f"cross-encoder {self.model_name!r}"
 
     @property
     def loaded(self) -> LoadedModel:
@@ -116,6 +117,9 @@ class Reranker:
             pairs_scored=len(missing),
             cache_hits=len(texts) - len(missing),
         )
+
+
+Reranker = CrossEncoderReranker  # its name before the re-ranker contract (rag_core.retrieve.rerank.base)
 
 
 class TorchScorer:

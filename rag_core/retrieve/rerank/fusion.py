@@ -3,10 +3,10 @@ fused with the first stage's order of the same candidates.
 
 With ``rrf``, the final order of the re-ranked head is Reciprocal Rank Fusion
 (``rag_core.retrieve.fusion``, ``1 / (k + rank)`` summed over the two orders, ranks from 1) of the
-cross-encoder's order and the first stage's order of those same candidates; the first stage's tail
+re-ranker's order and the first stage's order of those same candidates; the first stage's tail
 (candidates beyond ``rerank_depth``) follows unchanged, as without fusion. A re-ranker that is good
 but not better than the first stage everywhere (one trained on a few hundred queries, say) often gains
-from keeping the first stage's vote. ``none`` keeps the cross-encoder's order.
+from keeping the first stage's vote. ``none`` keeps the re-ranker's order.
 Left out: weights between the two orders (``fusion_weights`` serve the retrievers' fusion).
 """
 
@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from rag_core.retrieve.fusion import reciprocal_rank_fusion
-
-RERANK_FUSIONS = ("none", "rrf")
+from rag_core.retrieve.rerank import RERANK_FUSIONS
 
 
 def fuse_reranked(reranked: Sequence[str], first_stage: Sequence[str], method: str = "rrf", k: int = 60) -> list[str]:
