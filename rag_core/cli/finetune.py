@@ -18,7 +18,10 @@ from typing import Any
 from rag_core.cli.common import EXIT_OK, config_from_args, emit, store_from_args
 from rag_core.errors import ConfigError
 from rag_core.finetune.losses import LOSSES
-from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, TrainSettings
+from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, SELF_SUPERVISED_DEFAULTS, \
+    TrainSettings
+
+SELF_SUPERVISED_MAX_QUERIES = 8000
 
 NAME = "finetune"
 HELP = "train a re-ranker or the embedding model on your golden set's queries"
@@ -31,7 +34,9 @@ DESCRIPTION = (
     "hard negatives; --out DIR is then a model for --embed-model DIR (a new dense collection). With --test-golden, "
     "--test-split or --holdout, the held-out queries are scored without and with the model (a re-ranker also fused "
     "with the first stage by RRF), with paired significance. Logged as one MLflow run (params, learning curves, the "
-    "model).")
+    "model). --self-supervised: no queries at all; pseudo-queries made from the documents of --input or of --beir's "
+    "corpus.jsonl (headings, sentences taken out of their passage, table rows), validated on the pseudo-queries of "
+    "held-out documents; the model folder records that no golden query was used.")
 KINDS = ("reranker", "embedder")
 # TrainSettings field -> (flag, help)
 SETTING_FLAGS = {
@@ -57,10 +62,21 @@ SETTING_FLAGS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("kind", choices=KINDS, metavar="KIND", help="what to train: reranker | embedder")
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--golden", metavar="FILE", help="training queries: a golden set (JSONL) over --input or the store")
-    source.add_argument("--beir", metavar="DIR", help="training queries: a BEIR folder's --split qrels")
-    parser.add_argument("--input", metavar="DIR", help="documents of the golden set (default: the store's documents)")
+    source.add_argument("--beir", metavar="DIR", help="training queries: a BEIR folder's --split qrels (with "
+                                                      "--self-supervised: its corpus.jsonl alone)")
+    parser.add_argument("--input", metavar="DIR", help="documents of the golden set (default: the store's documents); "
+                                                       "with --self-supervised, the documents to adapt to")
+    parser.add_argument("--self-supervised", action="store_true",
+                        help="train on pseudo-queries made from the documents of --input or --beir (headings, "
+                             "sentences taken out of their passage, table rows): no query or judgement is read")
+    parser.add_argument("--max-pseudo-queries", type=int, default=None, metavar="N",
+                        help=f"with --self-supervised: a seeded sample of N pseudo-queries "
+                             f"[{SELF_SUPERVISED_MAX_QUERIES}; 0 = all]")
+    parser.add_argument("--max-validation", type=int, default=None, metavar="N",
+                        help="with --self-supervised: validation pseudo-queries at most (each validation embeds or "
+                             "scores every candidate of each) [100]")
     parser.add_argument("--split", default="train", help="BEIR qrels split to train on [train]")
     parser.add_argument("--max-queries", type=int, default=None, metavar="N", help="use only the first N queries")
     parser.add_argument("--out", required=True, metavar="DIR", help="where the model is written (a model folder)")
@@ -103,7 +119,16 @@ def run(args: argparse.Namespace) -> int:
     kind = args.kind
     if args.train_loss is not None and args.train_loss not in LOSSES[kind]:
         raise ConfigError(f"--loss {args.train_loss} is not one of the {kind} losses: {', '.join(LOSSES[kind])}")
-    settings = TrainSettings.for_kind(kind, **{name: getattr(args, f"train_{name}") for name in SETTING_FLAGS})
+    given = {name: getattr(args, f"train_{name}") for name in SETTING_FLAGS}
+    if args.self_supervised:
+        return _run_self_supervised(args, config, store_dir, TrainSettings.for_kind(kind, **{
+            **SELF_SUPERVISED_DEFAULTS, **{name: value for name, value in given.items() if value is not None}}))
+    if not args.golden and not args.beir:
+        raise ConfigError("give the training queries: --golden FILE or --beir DIR (or --self-supervised with "
+                          "--input DIR or --beir DIR to train on the documents alone)")
+    if args.max_pseudo_queries is not None or args.max_validation is not None:
+        raise ConfigError("--max-pseudo-queries and --max-validation need --self-supervised")
+    settings = TrainSettings.for_kind(kind, **given)
     if args.test_split and not args.beir:
         raise ConfigError("--test-split needs --beir (a golden set is tested with --test-golden or --holdout)")
     if not 0 < args.validation_share < 1:
@@ -128,12 +153,50 @@ def run(args: argparse.Namespace) -> int:
                           args.base_model, tuple(tests), test_name)
         outcome = run_finetune(job, config, store_dir, resume=args.resume, log_to_mlflow=not args.no_mlflow,
                                experiment=args.experiment, show_progress=True)
-    summary = {"model": str(job.out_dir), "base_model": outcome.base.name, "base_model_note": outcome.base.note,
-               "train_queries": len(outcome.data.train), "validation_queries": len(outcome.data.validation),
-               **outcome.result.summary(), "heldout": outcome.heldout.as_dict() if outcome.heldout else None,
-               "mlflow": {"run_id": outcome.run_id, "experiment": outcome.experiment,
-                          "tracking_uri": outcome.tracking_uri} if outcome.run_id else None}
+    _emit_summary(args, outcome, kind)
+    return EXIT_OK
+
+
+def _run_self_supervised(args: argparse.Namespace, config: Any, store_dir: Path, settings: TrainSettings) -> int:
+    """``--self-supervised``: pseudo-queries from the documents of --input or --beir (corpus.jsonl only)."""
+    from rag_core.finetune.pseudo_queries import PseudoQueryRecipe
+    from rag_core.finetune.self_supervised import SelfSupervisedJob, read_corpus, run_self_supervised
+
+    refused = [flag for flag, value in (("--golden", args.golden), ("--test-golden", args.test_golden),
+                                        ("--test-split", args.test_split), ("--holdout", args.holdout),
+                                        ("--max-queries", args.max_queries), ("--split", args.split != "train"))
+               if value not in (None, False)]
+    if refused:
+        raise ConfigError(f"--self-supervised reads documents only, never queries or judgements: leave out "
+                          f"{', '.join(refused)} (score the model afterwards with rag-pipeline eval "
+                          f"--embed-model/--rerank-model DIR)")
+    if not 0 < args.validation_share < 1:
+        raise ConfigError(f"--validation-share must be between 0 and 1, got {args.validation_share}")
+    if args.max_pseudo_queries is not None and args.max_pseudo_queries < 0:
+        raise ConfigError(f"--max-pseudo-queries must be >= 0, got {args.max_pseudo_queries}")
+    if args.max_validation is not None and args.max_validation < 1:
+        raise ConfigError(f"--max-validation must be >= 1, got {args.max_validation}")
+    maximum = SELF_SUPERVISED_MAX_QUERIES if args.max_pseudo_queries is None else args.max_pseudo_queries
+    with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
+        corpus, source = read_corpus(args.input, args.beir, Path(store_dir), show_progress=True)
+        job = SelfSupervisedJob(args.kind, corpus, source, Path(args.out), settings,
+                                PseudoQueryRecipe(max_queries=maximum, seed=settings.seed), args.negatives_from,
+                                args.negatives_depth, validation_share=args.validation_share,
+                                max_validation=100 if args.max_validation is None else args.max_validation,
+                                base_model=args.base_model)
+        outcome = run_self_supervised(job, config, store_dir, resume=args.resume, log_to_mlflow=not args.no_mlflow,
+                                      experiment=args.experiment, show_progress=True)
+    _emit_summary(args, outcome, args.kind, golden_queries_used=False)
+    return EXIT_OK
+
+
+def _emit_summary(args: argparse.Namespace, outcome: Any, kind: str, **extra: Any) -> None:
     from rag_core.workbench.reports import format_finetune
 
+    summary = {"model": str(outcome.result.model_dir), "base_model": outcome.base.name,
+               "base_model_note": outcome.base.note, "train_queries": len(outcome.data.train),
+               "validation_queries": len(outcome.data.validation), **extra, **outcome.result.summary(),
+               "heldout": outcome.heldout.as_dict() if outcome.heldout else None,
+               "mlflow": {"run_id": outcome.run_id, "experiment": outcome.experiment,
+                          "tracking_uri": outcome.tracking_uri} if outcome.run_id else None}
     emit(args, summary, format_finetune(outcome, kind))
-    return EXIT_OK

@@ -8,7 +8,8 @@ early stopping, checkpoints, device, progress), ``reranker`` and ``embedder`` (t
 ``base_models`` (what training starts from), ``fingerprints`` (training-query and weights
 fingerprints; ``check_trained_on``), ``heldout`` (test figures with and without the model),
 ``significance`` (paired tests), ``fusion`` (``rerank_fusion``), ``tracking`` (MLflow), ``run`` (one
-fine-tuning, start to finish).
+fine-tuning, start to finish). Without labelled queries: ``pseudo_queries`` (pairs made from the
+documents) and ``self_supervised`` (``--self-supervised``: those pairs through the same trainers).
 """
 
 from rag_core._lazy import lazy_exports
@@ -23,4 +24,6 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "model_cache_name": "fingerprints",
     "paired_comparison": "significance", "PairedComparison": "significance", "HeldOutReport": "heldout",
     "rerank_heldout": "heldout", "embed_heldout": "heldout",
+    "PseudoQuery": "pseudo_queries", "PseudoQueryRecipe": "pseudo_queries", "build_pseudo_queries": "pseudo_queries",
+    "SelfSupervisedJob": "self_supervised", "run_self_supervised": "self_supervised",
 })

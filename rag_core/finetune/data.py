@@ -87,15 +87,7 @@ def build_training_set(queries: Sequence[GoldenQuery], corpus: Corpus, store_dir
                        seed: int = 0, passage_kind: str = "text", show_progress: bool = False) -> TrainingSet:
     """Positives and first-stage candidates of every query, split into training and validation queries.
     Queries without a relevant chunk in this chunking are left out (nothing to learn from)."""
-    if negatives_from not in NEGATIVE_SOURCES:
-        raise ConfigError(f"negatives_from must be one of {', '.join(NEGATIVE_SOURCES)}, got {negatives_from!r}")
-    if passage_kind not in PASSAGE_KINDS:
-        raise ValueError(f"passage_kind must be one of {', '.join(PASSAGE_KINDS)}, got {passage_kind!r}")
-    if depth < 1:
-        raise ConfigError(f"the negatives' depth must be at least 1, got {depth}")
-    mining = config.replace(mode=negatives_from, retrieve_depth=depth, rerank_depth=0, query_expansion="none",
-                            route_docs=0, child_size=0)
-    pipeline = Pipeline(mining, corpus, Path(store_dir), progress=show_progress)
+    pipeline = mining_pipeline(corpus, store_dir, config, negatives_from, depth, passage_kind, show_progress)
     chunks = pipeline.index.chunks
     relevant = build_qrels(queries, pipeline.corpus.by_id, chunks)["chunk"]  # query id -> chunk id -> 1
     found = []
@@ -108,6 +100,26 @@ def build_training_set(queries: Sequence[GoldenQuery], corpus: Corpus, store_dir
         raise ConfigError(f"fine-tuning needs at least 2 queries with a relevant chunk, found {len(found)} "
                           f"(of {len(queries)} queries)")
     train, validation = split_by_text(found, validation_share, seed, lambda query: query.text)
+    return TrainingSet(tuple(train), tuple(validation), chunk_passages(pipeline, passage_kind), negatives_from, depth)
+
+
+def mining_pipeline(corpus: Corpus, store_dir: str | Path, config: RagConfig, negatives_from: str, depth: int,
+                    passage_kind: str, show_progress: bool = False) -> Pipeline:
+    """The first stage that candidates are mined with: `negatives_from` (a retrieval mode) to `depth`,
+    without re-ranking, expansion, routing or child chunks; the arguments checked."""
+    if negatives_from not in NEGATIVE_SOURCES:
+        raise ConfigError(f"negatives_from must be one of {', '.join(NEGATIVE_SOURCES)}, got {negatives_from!r}")
+    if passage_kind not in PASSAGE_KINDS:
+        raise ValueError(f"passage_kind must be one of {', '.join(PASSAGE_KINDS)}, got {passage_kind!r}")
+    if depth < 1:
+        raise ConfigError(f"the negatives' depth must be at least 1, got {depth}")
+    mining = config.replace(mode=negatives_from, retrieve_depth=depth, rerank_depth=0, query_expansion="none",
+                            route_docs=0, child_size=0)
+    return Pipeline(mining, corpus, Path(store_dir), progress=show_progress)
+
+
+def chunk_passages(pipeline: Pipeline, passage_kind: str) -> dict[str, str]:
+    """chunk id -> what the model reads: the chunk's text, or its indexed text (``chunk_context`` included)."""
+    chunks = pipeline.index.chunks
     texts = pipeline.index.indexed_texts() if passage_kind == "indexed" else [chunk.text for chunk in chunks]
-    passages = dict(zip((chunk.id for chunk in chunks), texts))
-    return TrainingSet(tuple(train), tuple(validation), passages, negatives_from, depth)
+    return dict(zip((chunk.id for chunk in chunks), texts))

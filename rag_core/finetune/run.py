@@ -91,12 +91,7 @@ def run_finetune(job: FinetuneJob, config: RagConfig, store_dir: str | Path, *, 
     if show_progress:
         print(f"Training on {len(data.train)} queries, validating on {len(data.validation)} "
               f"(negatives from {job.negatives_from}, top {job.negatives_depth})", file=sys.stderr)
-    resume_from = checkpoint_to_resume(job.out_dir, job.settings, data_fingerprint(data), resume)
-    if reranker:
-        from rag_core.finetune.reranker import train_reranker as trainer
-    else:
-        from rag_core.finetune.embedder import train_embedder as trainer
-    result = trainer(data, base.path, job.out_dir, job.settings, resume_from=resume_from, show_progress=show_progress)
+    result = train_model(job.kind, data, base, job.out_dir, job.settings, resume, show_progress)
     params = {"kind": job.kind, "base_model": base.name, "base_model_note": base.note, "source": job.source,
               "train_queries": str(len(data.train)), "validation_queries": str(len(data.validation)),
               "negatives_from": job.negatives_from, "negatives_depth": str(job.negatives_depth),
@@ -106,14 +101,34 @@ def run_finetune(job: FinetuneJob, config: RagConfig, store_dir: str | Path, *, 
     heldout = None
     if job.test_queries:
         heldout = _heldout(job, result, base, config, store_dir, show_progress)
-    summary = {**params, **result.summary(), "heldout": heldout.as_dict() if heldout else None}
-    (job.out_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, default=str))
     experiment = experiment or f"finetune {job.kind} | {job.source}"
-    run_id = uri = None
-    if log_to_mlflow:
-        run_id, uri = log_training(result, kind=job.kind, params=params, metrics=heldout.metrics() if heldout else {},
-                                   experiment=experiment, run_name=job.out_dir.name, tracking_uri=tracking_uri)
+    run_id, uri = record_and_log(result, job.kind, params, {"heldout": heldout.as_dict() if heldout else None},
+                                 heldout.metrics() if heldout else {}, experiment, log_to_mlflow, tracking_uri)
     return FinetuneOutcome(base, data, result, heldout, run_id, uri, experiment)
+
+
+def train_model(kind: str, data: TrainingSet, base: BaseModel, out_dir: Path, settings: TrainSettings, resume: bool,
+                show_progress: bool) -> TrainingResult:
+    """Train `kind` on `data` into `out_dir`, resuming a checkpoint of the same training when asked."""
+    resume_from = checkpoint_to_resume(out_dir, settings, data_fingerprint(data), resume)
+    if kind == "reranker":
+        from rag_core.finetune.reranker import train_reranker as trainer
+    else:
+        from rag_core.finetune.embedder import train_embedder as trainer
+    return trainer(data, base.path, out_dir, settings, resume_from=resume_from, show_progress=show_progress)
+
+
+def record_and_log(result: TrainingResult, kind: str, params: dict[str, str], extra: dict[str, Any],
+                   metrics: dict[str, float], experiment: str, log_to_mlflow: bool,
+                   tracking_uri: str | None) -> tuple[str | None, str | None]:
+    """Write ``finetune.json`` (params, training summary, `extra`) into the model folder and log the run
+    to MLflow when asked; (run id, tracking URI), or (None, None) when not logged."""
+    summary = {**params, **result.summary(), **extra}
+    (result.model_dir / SUMMARY_FILE).write_text(json.dumps(summary, indent=1, default=str))
+    if not log_to_mlflow:
+        return None, None
+    return log_training(result, kind=kind, params=params, metrics=metrics, experiment=experiment,
+                        run_name=result.model_dir.name, tracking_uri=tracking_uri)
 
 
 def _heldout(job: FinetuneJob, result: TrainingResult, base: BaseModel, config: RagConfig, store_dir: str | Path,

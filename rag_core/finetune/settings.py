@@ -32,6 +32,11 @@ KIND_DEFAULTS: dict[str, dict[str, Any]] = {
                  "negatives": 1},
 }
 
+# --self-supervised: thousands of pseudo-queries rather than hundreds of questions, so one epoch and
+# fewer validations (each embeds every validation candidate), at a lower rate than the golden recipe's
+# (the pairs are noisier than questions, and the base model should not drift far from what it knows).
+SELF_SUPERVISED_DEFAULTS: dict[str, Any] = {"epochs": 1.0, "eval_steps": 50, "learning_rate": 2e-5}
+
 
 @dataclass(frozen=True)
 class TrainSettings:
