@@ -28,7 +28,7 @@ from rag_core.ingest.pdf_extract import ExtractedPdf, read_pdf
 from rag_core.records import Document
 
 EXTRACTION_VERSION = 1  # bump when extraction code changes what it gives
-TABLES_VERSION = 2  # the same for extraction with tables (2: cells read inside their boxes, "1,234" not "1234\n,")
+TABLES_VERSION = 3  # the same for extraction with tables (3: cells are the words inside their boxes)
 
 
 class ExtractionError(BadInput, ValueError):

@@ -82,8 +82,11 @@ def extract_pdf(pdf, name: str, tables: bool = False, rows: bool = False) -> Ext
     for number, page in enumerate(pdf, start=1):
         textpage = page.get_textpage(flags=flags)  # laid out once for the text, the blocks and the fonts
         found = _find_tables(page) if tables or rows else []
+        blocks = page.get_text("blocks", textpage=textpage) if found else []
+        words = page.get_text("words", textpage=textpage) if found else []
+        read = [_read_table(words, table) for table in found]  # (header, rows) of each table
         if tables:
-            text, starts = _page_with_tables(page, textpage, found)
+            text, starts = _page_with_tables(page, textpage, found, blocks, read)
             n_tables += len(found)
         else:
             text = page.get_text("text", textpage=textpage).strip()
@@ -91,10 +94,10 @@ def extract_pdf(pdf, name: str, tables: bool = False, rows: bool = False) -> Ext
         candidates = _font_headings(page, textpage) + outline.get(number, [])
         headings += [(number, offset, heading) for offset, heading in _locate(text, candidates)]
         for position, table in enumerate(found if rows else ()):
-            start = starts[position] if tables else _table_start(page, textpage, text, table)
-            caption = _caption(page, textpage, table) or _heading_before(headings, number, start)
-            cells = _cells(page, textpage, table)
-            lines = row_lines(_header_names(table), cells, caption)
+            start = starts[position] if tables else _table_start(blocks, text, table)
+            caption = _caption(blocks, table) or _heading_before(headings, number, start)
+            header, cells = read[position]
+            lines = row_lines(header, cells, caption)
             table_rows += [(number, offset, line) for offset, line in locate_rows(text, cells, lines, start)]
     meta_title = _SPACES.sub(" ", (pdf.metadata or {}).get("title") or "").strip()
     return ExtractedPdf(tuple(pages), meta_title or readable_name(name), tuple(headings), n_tables, tuple(table_rows))
@@ -111,23 +114,22 @@ def _inside(block, rect) -> bool:
     return rect[0] <= cx <= rect[2] and rect[1] <= cy <= rect[3]
 
 
-def _page_with_tables(page, textpage, found: list) -> tuple[str, list[int]]:
+def _page_with_tables(page, textpage, found: list, blocks: list, read: list) -> tuple[str, list[int]]:
     """The page's text with each table as Markdown rows in place of its text blocks, and where each
-    table's Markdown starts in it."""
+    table's Markdown starts in it (`read`: each table's header and rows, ``_read_table``)."""
     if not found:
         return page.get_text("text", textpage=textpage).strip(), []
     rects = [tuple(table.bbox) for table in found]
     parts: list[tuple[str, int | None]] = []  # (text, the table it is the Markdown of)
     placed: set[int] = set()
-    for block in page.get_text("blocks", textpage=textpage):
+    for block in blocks:
         inside = next((i for i, rect in enumerate(rects) if _inside(block, rect)), None)
         if inside is None:
             parts.append((block[4].strip(), None))
         elif inside not in placed:
             placed.add(inside)
-            parts.append((table_markdown(found[inside], _cells(page, textpage, found[inside])), inside))
-    parts += [(table_markdown(found[i], _cells(page, textpage, found[i])), i)
-              for i in range(len(found)) if i not in placed]  # tables of lines only
+            parts.append((table_markdown(*read[inside]), inside))
+    parts += [(table_markdown(*read[i]), i) for i in range(len(found)) if i not in placed]  # tables of lines only
     starts = [0] * len(found)
     offset = 0
     for text, table in (part for part in parts if part[0]):
@@ -137,9 +139,9 @@ def _page_with_tables(page, textpage, found: list) -> tuple[str, list[int]]:
     return "\n".join(text for text, _ in parts if text), starts
 
 
-def _table_start(page, textpage, text: str, table) -> int:
+def _table_start(blocks: list, text: str, table) -> int:
     """Where the table's first text block is in the plain page text (0 when not found)."""
-    for block in page.get_text("blocks", textpage=textpage):
+    for block in blocks:
         if _inside(block, tuple(table.bbox)) and block[4].split():
             found = re.compile(r"\s+".join(map(re.escape, block[4].split()))).search(text)
             if found:
@@ -147,11 +149,11 @@ def _table_start(page, textpage, text: str, table) -> int:
     return 0
 
 
-def _caption(page, textpage, table) -> str:
+def _caption(blocks: list, table) -> str:
     """A short line just above the table (its caption or unit line), '' when there is none."""
     x0, top, x1, _ = table.bbox
     best, best_bottom = "", None
-    for block in page.get_text("blocks", textpage=textpage):
+    for block in blocks:
         text = _SPACES.sub(" ", block[4]).strip()
         if (text and block[3] <= top + 1 and top - block[3] <= CAPTION_GAP and block[2] >= x0 and block[0] <= x1
                 and len(text.split()) <= CAPTION_MAX_WORDS and (best_bottom is None or block[3] > best_bottom)):
@@ -165,23 +167,32 @@ def _heading_before(headings: list[tuple[int, int, str]], page: int, offset: int
     return before[-1] if before else ""
 
 
-def _cells(page, textpage, table) -> list[list[str]]:
-    """Each row's cells, read from the page inside each cell's box (``Table.extract`` puts a comma set
-    lower than its digits on a line of its own: ``1234\\n,`` for ``1,234``)."""
-    return [[clean_cell(page.get_textbox(cell, textpage=textpage)) if cell else "" for cell in row.cells]
-            for row in table.rows]
+def _read_table(words: list, table) -> tuple[list[str], list[list[str]]]:
+    """(header cells, rows of cells) of a table: the page's words whose centre lies in each cell's box,
+    in reading order. (``Table.extract`` puts a comma set lower than its digits on a line of its own,
+    ``1234`` + newline + ``,`` for ``1,234``, and its header names lose their spaces:
+    ``NameofEachExchange``.) The header is the first row, or the row PyMuPDF found above the table
+    (``header.external``)."""
+    boxes = [list(row.cells) for row in table.rows]
+    if table.header.external:
+        boxes.insert(0, list(table.header.cells))
+    found: list[list[list]] = [[[] for _ in row] for row in boxes]
+    for word in words:
+        cx, cy = (word[0] + word[2]) / 2, (word[1] + word[3]) / 2
+        for r, row in enumerate(boxes):
+            cell = next((c for c, box in enumerate(row) if box and box[0] <= cx <= box[2] and box[1] <= cy <= box[3]),
+                        None)
+            if cell is not None:
+                found[r][cell].append(word)
+                break
+    cells = [[clean_cell(" ".join(word[4] for word in sorted(cell, key=lambda word: word[5:8]))) for cell in row]
+             for row in found]
+    return cells[0], cells[1:] if table.header.external else cells
 
 
-def _header_names(table) -> list[str]:
-    """The header cells, PyMuPDF's ``ColN`` placeholders left blank."""
-    return [clean_cell(name) if name and not re.fullmatch(r"Col\d+", str(name)) else "" for name in table.header.names]
-
-
-def table_markdown(table, rows: list[list[str]]) -> str:
-    """Markdown rows: the header cells (PyMuPDF's ``ColN`` placeholders left blank), ``|---|``, the
-    rows (`rows`: the table's cells, ``_cells``)."""
-    header = _header_names(table)
-    if not table.header.external and rows and [cell for cell in rows[0]] == header:
+def table_markdown(header: list[str], rows: list[list[str]]) -> str:
+    """Markdown rows: the header cells, ``|---|``, the rows (from ``_read_table``)."""
+    if rows and rows[0] == header:
         rows = rows[1:]  # the header is the table's first row
     rows = [row for row in rows if any(row)]
     line = lambda cells: "| " + " | ".join(cells) + " |"  # noqa: E731
