@@ -161,3 +161,16 @@ def test_the_rerank_plugin_sweep_runs_offline_from_a_clean_checkout(tmp_path):
         assert run.data.params["reranker"] == "passage_bm25" and run.data.params["rerank_model_used"] == "passage_bm25"
         assert run.data.params["passage_bm25_k1"] == "1.2" and run.data.metrics["rerank/pairs_scored"] > 0
     assert all("rerank_model_used" not in run.data.params for run in runs if run not in reranked)
+
+
+def test_the_unavailable_line_gives_the_cross_encoder_advice_only_for_cross_encoder_points(plugin):
+    from rag_core.workbench.sweep import _unavailable_line
+    from rag_core.workbench.sweep_file import SweepPoint
+
+    cross = SweepPoint(1, {}, RagConfig(rerank_depth=5))
+    assert _unavailable_line([(cross, "cross-encoder 'x' cannot be loaded (gone)")]) == (
+        "not running 1 point(s) with rerank_depth > 0: cross-encoder 'x' cannot be loaded (gone). "
+        "Set RAG_RERANK_MODEL to a local cross-encoder directory to run them.")
+    other = SweepPoint(2, {}, RagConfig(rerank_depth=5, reranker="passage_bm25"))
+    assert _unavailable_line([(other, "re-ranker 'y' cannot be loaded (gone)")]) == (
+        "not running 1 point(s) with rerank_depth > 0: re-ranker 'y' cannot be loaded (gone).")

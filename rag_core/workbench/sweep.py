@@ -245,9 +245,11 @@ def _without_unavailable_rerankers(points: list[SweepPoint]) -> tuple[list[tuple
 
 
 def _unavailable_line(unavailable: list[tuple[SweepPoint, str]]) -> str:
+    """One line for the points not run; the advice on RAG_RERANK_MODEL when a cross-encoder is among them."""
     reasons = "; ".join(dict.fromkeys(reason for _, reason in unavailable))
-    return (f"not running {len(unavailable)} point(s) with rerank_depth > 0: {reasons}. Set RAG_RERANK_MODEL to a "
-            f"local cross-encoder directory to run them.")
+    advice = (" Set RAG_RERANK_MODEL to a local cross-encoder directory to run them."
+              if any(point.config.reranker == "cross_encoder" for point, _ in unavailable) else "")
+    return f"not running {len(unavailable)} point(s) with rerank_depth > 0: {reasons}.{advice}"
 
 
 def _execute(points: list[SweepPoint], workers: int, run_one: Callable[[SweepPoint], PointOutcome]) -> Iterator[PointOutcome]:
