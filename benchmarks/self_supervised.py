@@ -9,12 +9,12 @@ result: page (= document) nDCG@10 of each model, the mean gain with its bootstra
 the paired t-test / bootstrap p-values (``rag_core.finetune.significance``).
 
 Steps: (1) with ``--train``, run the CLI (a subprocess, as a user does) with ``TRAIN_ARGS`` into
-``--model`` and time it; (2) embed the corpus with the base model (cached in ``--store``: ``--base-only``
-does only this, so that it can run while the model trains) and with the adapted one, and rank the
-claims. The adapted model is scored at the base model's ``max_seq_length`` (it may have been trained
-on shorter passages), so the two differ in their weights only.
+``--model`` and time it; (2) embed the corpus with the base model (cached in ``--store``: ``--embed-only base``
+and ``--embed-only adapted`` likewise, so that they can run beside another step) and with the adapted
+one, and rank the claims. The adapted model searches at its base's ``max_seq_length`` (``--self-supervised``
+keeps it, whatever ``--max-length`` training used), so the two differ in their weights only.
 Usage: python benchmarks/self_supervised.py --beir ../shared/datasets/scifact-train \\
-       --model /tmp/ss-models/scifact-embedder --store /tmp/ss-store [--train] [--base-only] [--out FILE]
+       --model /tmp/ss-models/scifact-embedder --store /tmp/ss-store [--train] [--embed-only base|adapted] [--out FILE]
 Left out: the re-ranker (no real cross-encoder offline: nothing to claim), several seeds.
 """
 
@@ -58,25 +58,27 @@ def train(args: argparse.Namespace) -> dict[str, Any]:
     return {"command": " ".join(command[1:]), "wall_seconds": time.perf_counter() - started}
 
 
-def base_embedder(config: RagConfig, store: Path) -> Any:
+def cached_embedder(model: str, config: RagConfig, store: Path) -> Any:
+    """An ``Embedder`` of `model` with a cache in `store`: the store's own for a named model, one per
+    weights fingerprint for a folder (the cache keys a model by its name; a folder may be trained again)."""
+    from rag_core.finetune.fingerprints import weights_fingerprint
     from rag_core.retrieve.cache import ScoreCache
     from rag_core.retrieve.embedding.embedder import Embedder
 
-    return Embedder(config.embed_model, config.embed_batch_size, ScoreCache(store / "cache.sqlite"),
-                    config.model_fallback, progress=True)
+    weights = weights_fingerprint(model)
+    cache = ScoreCache(store / (f"cache-{weights}.sqlite" if weights else "cache.sqlite"))
+    return Embedder(model, config.embed_batch_size, cache, fallback=False, progress=True)
 
 
 def score(args: argparse.Namespace, corpus: Corpus, claims: list, config: RagConfig) -> dict[str, Any]:
     """Both models over every claim, then each half's comparison."""
     from rag_core.finetune.heldout import embed_heldout
-    from rag_core.retrieve.models import load_embedder
 
-    cached = base_embedder(config, Path(args.store))
-    base = cached.loaded.model
-    adapted = load_embedder(args.model, fallback=False).model
-    adapted.max_seq_length = base.max_seq_length
+    base, adapted = (cached_embedder(model, config, Path(args.store)) for model in (EMBED_MODEL, args.model))
+    lengths = {"base": base.loaded.model.max_seq_length, "adapted": adapted.loaded.model.max_seq_length}
     started = time.perf_counter()
-    report = embed_heldout(base, adapted, claims, corpus, args.store, config, show_progress=True, base_embedder=cached)
+    report = embed_heldout(base.loaded.model, adapted.loaded.model, claims, corpus, args.store, config,
+                           show_progress=True, base_embedder=base, model_embedder=adapted)
     tuning, held_out = split_by_text(claims, 0.5, args.claims_seed, lambda query: query.query)
     halves = {}
     for name, part in (("tuning", tuning), ("held_out", held_out)):
@@ -85,7 +87,7 @@ def score(args: argparse.Namespace, corpus: Corpus, claims: list, config: RagCon
                   for system, rows in report.per_query.items()}
         halves[name] = paired_comparison(values["base embedder"], values["fine-tuned embedder"]).as_dict()
     return {"claims": len(claims), "halves": halves, "all_claims": report.as_dict(),
-            "max_seq_length": base.max_seq_length, "scoring_seconds": time.perf_counter() - started}
+            "max_seq_length": lengths, "scoring_seconds": time.perf_counter() - started}
 
 
 def main() -> None:
@@ -94,17 +96,19 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="the adapted model's folder (outside git)")
     parser.add_argument("--store", default=str(RESULTS / "self-supervised-store"), help="index store")
     parser.add_argument("--train", action="store_true", help="train the model first (with the CLI)")
-    parser.add_argument("--base-only", action="store_true", help="only embed the corpus with the base model (cached)")
+    parser.add_argument("--embed-only", choices=("base", "adapted"),
+                        help="only embed the corpus with this model into the store's cache (to run beside another step)")
     parser.add_argument("--claims-seed", type=int, default=13, help="seed of the tuning / held-out claims")
     parser.add_argument("--out", default=str(RESULTS / "self_supervised.json"), help="the JSON results file")
     args = parser.parse_args()
     config = RagConfig(mode="dense", rerank_depth=0, embed_model=EMBED_MODEL, tracing=False)
-    if args.base_only:
+    if args.embed_only:
         from rag_core.retrieve.pipeline import Pipeline
 
         documents = load_beir(args.beir, "train")[0]
         texts = Pipeline(config, Corpus.of(documents), Path(args.store)).index.indexed_texts()
-        base_embedder(config, Path(args.store)).embed_documents(texts)
+        cached_embedder(EMBED_MODEL if args.embed_only == "base" else args.model, config,
+                        Path(args.store)).embed_documents(texts)
         return
     results: dict[str, Any] = {"dataset": str(Path(args.beir).resolve()), "model": args.model,
                                "claims_seed": args.claims_seed, "train_args": TRAIN_ARGS}

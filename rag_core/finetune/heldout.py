@@ -82,17 +82,19 @@ def rerank_heldout(model: Any, queries: Sequence[GoldenQuery], corpus: Corpus, s
 
 def embed_heldout(base_model: Any, model: Any, queries: Sequence[GoldenQuery], corpus: Corpus, store_dir: str | Path,
                   config: RagConfig, *, show_progress: bool = False, metric: str = METRIC,
-                  base_embedder: Embedder | None = None) -> HeldOutReport:
+                  base_embedder: Embedder | None = None, model_embedder: Embedder | None = None) -> HeldOutReport:
     """Exact dense search with `base_model` and with `model` (``SentenceTransformer``s). `base_embedder`
-    (an ``Embedder`` of the base model with the store's cache) spares embedding the corpus again."""
+    and `model_embedder` (``Embedder``s of those models with a cache; a cache keys a model by its name, so
+    give a folder trained again a cache of its own) spare embedding the corpus again."""
     pipeline = Pipeline(config.replace(mode="dense", rerank_depth=0), corpus, Path(store_dir), progress=show_progress)
     chunks = pipeline.index.search_chunks
     texts = pipeline.index.indexed_texts()
     depth = max(config.metrics_k)
     runs = {}
-    for name, encoder in (("base embedder", base_model), ("fine-tuned embedder", model)):
-        if name == "base embedder" and base_embedder is not None:
-            matrix = base_embedder.embed_documents(texts)[0]
+    for name, encoder, cached in (("base embedder", base_model, base_embedder),
+                                  ("fine-tuned embedder", model, model_embedder)):
+        if cached is not None:
+            matrix = cached.embed_documents(texts)[0]
         else:
             matrix = _encode(encoder, texts, "document", show_progress, f"Embedding with the {name}")
         vectors = _encode(encoder, [query.query for query in queries], "query", False, "")

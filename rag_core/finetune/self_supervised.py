@@ -12,7 +12,8 @@ on pseudo-queries made from its documents (``rag-pipeline finetune embedder|rera
    (a seeded sample), since each validation embeds or scores every candidate.
 5. Training, checkpoints, early stopping on the validation nDCG@10, ``finetune.json`` and the MLflow
    run are the golden-set fine-tuning's (``run.train_model``, ``run.record_and_log``); the model
-   folder records ``golden_queries_used: false``, the recipe and the pairs by kind.
+   folder records ``golden_queries_used: false``, the recipe and the pairs by kind. A saved embedder
+   searches at its base model's ``max_seq_length`` whatever ``--max-length`` training used.
 
 Shapes: positives are passages of their own (``<pseudo-query id>/positive`` -> text) beside the
 chunks (chunk id -> text) in ``TrainingSet.passages``.
@@ -123,6 +124,18 @@ def split_by_document(queries: list[TrainingQuery], pseudo: list[PseudoQuery], s
     return train, validation
 
 
+def keep_search_length(base_model: str, model_dir: Path) -> None:
+    """Give the saved embedder its base model's ``max_seq_length``: ``--max-length`` cuts passages while
+    training (shorter is cheaper), the adapted model then searches whole passages as its base did."""
+    from sentence_transformers import SentenceTransformer
+
+    length = SentenceTransformer(base_model, device="cpu").max_seq_length
+    model = SentenceTransformer(str(model_dir), device="cpu")
+    if length and model.max_seq_length != length:
+        model.max_seq_length = length
+        model.save(str(model_dir))
+
+
 def run_self_supervised(job: SelfSupervisedJob, config: RagConfig, store_dir: str | Path, *, resume: bool = False,
                         log_to_mlflow: bool = True, experiment: str | None = None, tracking_uri: str | None = None,
                         show_progress: bool = False) -> FinetuneOutcome:
@@ -138,6 +151,8 @@ def run_self_supervised(job: SelfSupervisedJob, config: RagConfig, store_dir: st
               f"validating on {len(data.validation)} (negatives from {job.negatives_from}, top {job.negatives_depth})",
               file=sys.stderr)
     result = train_model(job.kind, data, base, job.out_dir, job.settings, resume, show_progress)
+    if job.kind == "embedder":
+        keep_search_length(base.path, job.out_dir)
     record: dict[str, Any] = {"golden_queries_used": False, "pseudo_query_recipe": job.recipe.as_dict(),
                               "pseudo_queries_by_kind": kinds, "documents": len(job.corpus)}
     params = {"kind": job.kind, "base_model": base.name, "base_model_note": base.note, "source": job.source,
