@@ -21,7 +21,7 @@ from rag_core.finetune.losses import LOSSES
 from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, SELF_SUPERVISED_DEFAULTS, \
     TrainSettings
 
-SELF_SUPERVISED_MAX_QUERIES = 8000
+SELF_SUPERVISED_MAX_QUERIES = 4000  # about 20 minutes of training on 2 cores (docs/self-supervised.md)
 
 NAME = "finetune"
 HELP = "train a re-ranker or the embedding model on your golden set's queries"
@@ -70,7 +70,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                                        "with --self-supervised, the documents to adapt to")
     parser.add_argument("--self-supervised", action="store_true",
                         help="train on pseudo-queries made from the documents of --input or --beir (headings, "
-                             "sentences taken out of their passage, table rows): no query or judgement is read")
+                             "sentences taken out of their passage, table rows): no query or judgement is read; "
+                             "its defaults: " + ", ".join(f"{SETTING_FLAGS[name][0]} {value}" for name, value
+                                                          in SELF_SUPERVISED_DEFAULTS.items()))
     parser.add_argument("--max-pseudo-queries", type=int, default=None, metavar="N",
                         help=f"with --self-supervised: a seeded sample of N pseudo-queries "
                              f"[{SELF_SUPERVISED_MAX_QUERIES}; 0 = all]")
