@@ -100,3 +100,15 @@ def test_an_index_without_numbers_keeps_the_meta_of_before(tmp_path):
     meta = json.loads((tmp_path / "bm25_meta.json").read_text())
     assert "numbers" not in meta and "numbers_version" not in meta
     assert BM25Index.load(tmp_path, numbers=False).settings.numbers is False
+
+
+def test_the_bm25_key_changes_only_with_numbers_on(tmp_path):
+    from rag_core.config import RagConfig
+    from rag_core.retrieve.retrievers.base import ChunkSet, digest_key
+    from rag_core.retrieve.retrievers.bm25 import BM25Retriever
+
+    chunks = ChunkSet([], tmp_path, "k")
+    off = BM25Retriever("bm25", RagConfig(mode="bm25"), None).cache_key(chunks)
+    on = BM25Retriever("bm25", RagConfig(mode="bm25", bm25_numbers=True), None).cache_key(chunks)
+    assert off == f"bm25-{digest_key('bm25s', 'stem', 1.5, 0.75)}"  # the key of stores built before the setting
+    assert on == f"bm25-{digest_key('bm25s', 'stem', 1.5, 0.75, ('numbers', 1))}" != off

@@ -102,3 +102,21 @@ def test_page_table_rows_become_document_offsets_in_order():
     assert document.table_rows == ((4, "a"), (9, "c"), (15, "b"))
     assert document.text[9:14] == "three" and document.text[15:] == "four"
     assert Document.from_pages("d.pdf", ["x"], "h").table_rows == ()
+
+
+def test_dense_windows_map_to_the_shown_text_when_table_lines_follow_it(tmp_path):
+    from types import SimpleNamespace
+
+    from rag_core.retrieve.retrievers.base import ChunkSet
+    from rag_core.retrieve.retrievers.dense import DenseRetriever
+    from rag_core.retrieve.windows import Window
+
+    unit = Chunk("u", "d.pdf", "alpha beta gamma", 100, 116, 1, 1)
+    indexed = "Title\n\n" + unit.text + "\n\nRevenue | Americas | 2019: 1,234"  # prefix 7 characters
+    retriever = DenseRetriever("dense", SimpleNamespace(dense_pooling="max"), None)
+    windows = [Window("u#w0", "u", 0, 3, 0, 14, 0, 4), Window("u#w1", "u", 1, 3, 14, 30, 4, 8),
+               Window("u#w2", "u", 2, 3, 30, len(indexed), 8, 12)]
+    searched = retriever._searched(ChunkSet([unit], tmp_path, "k", (), lambda: [indexed]), windows)
+    spans = [(record.char_start, record.char_end, record.text) for record in searched.chunks]
+    assert spans == [(100, 107, "alpha b"), (107, 116, "eta gamma"), (116, 116, "")]  # the last: table lines only
+    assert searched.texts == [indexed[0:14], indexed[14:30], indexed[30:]]
