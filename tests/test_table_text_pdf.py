@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pymupdf
 
+from conftest import run_cli
 from rag_core.config import RagConfig
 from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import load_golden
@@ -98,3 +99,17 @@ def test_eval_with_table_text_keeps_chunk_relevance_exact(tmp_path):
     # The shown text is unchanged, so the evidence is still located in it: one relevant chunk, not the page's.
     assert on.qrels["chunk"] == off.qrels["chunk"] and len(on.qrels["chunk"]["q1"]) == 1
     assert on.metrics["chunk/recall@5"] == off.metrics["chunk/recall@5"] == 1.0
+
+
+def test_cli_ingest_and_query_with_table_text(tmp_path):
+    write_long_table_pdf(tmp_path / "docs" / "m.pdf")
+    store = tmp_path / "store"
+    flags = ("--mode", "bm25", "--rerank-depth", "0", "--chunk-size", "30", "--overlap", "0", "--table-text")
+    done = run_cli("ingest", "--input", str(tmp_path / "docs"), *flags, store=store)
+    assert done.returncode == 0, done.stderr
+    found = run_cli("query", "subscriber metrics Zephyr", "--no-llm", "--json", *flags, store=store)
+    assert found.returncode == 0, found.stderr
+    top = json.loads(found.stdout)["passages"][0]
+    assert "Zephyr" in top["text"] and " | " not in top["text"]  # the row's chunk, shown as the document's text
+    (tmp_path / "docs" / "m.pdf").unlink()  # the extraction is cached: a query needs no PDF
+    assert run_cli("query", "Zephyr churn", "--no-llm", *flags, store=store).returncode == 0

@@ -94,7 +94,7 @@ def _extract_again(document: Document, tables: bool, cache_dir: Path | None, row
                 f"{', table_text=true' if rows else ''}, but its file "
                 f"{document.source or '(unknown)'} is {'changed' if data is not None else 'not there'}: "
                 f"ingest it again with these settings (rag-pipeline ingest --input DIR"
-                f"{' --extract-tables' if tables else ''})")
+                f"{' --extract-tables' if tables else ''}{' --table-text' if rows else ''})")
         try:
             return read_pdf(data, document.doc_id, tables, rows)
         except IngestError as exc:
