@@ -136,3 +136,27 @@ def test_page_dense_windows_two_cold_builds_and_explain(tmp_path, corpus):
     assert "page retriever page_bm25: the page each passage was found on" in explain
     assert "page retriever page_dense: the page each passage was found on" in explain
     assert "  #1: page 2 of manual.pdf (page_dense rank 1, score " in explain
+
+
+def test_the_eval_report_says_how_many_page_units_and_windows():
+    from types import SimpleNamespace
+
+    from rag_core.workbench.reports import format_eval_report
+
+    metrics = {"eval/queries": 2.0, "index/documents": 1.0, "index/chunks": 3.0, "index/pages": 4.0,
+               "index/page_windows": 9.0, "index/page_embedded": 5.0, "index/page_seconds": 1.25}
+    params = {"mode": "dense,page_dense", "rerank_depth": "0", "metrics_k": "5,10", "k": "5",
+              "embed_model_used": "m"}
+    shown = format_eval_report(SimpleNamespace(metrics=metrics, params=params))
+    assert "Page units: 4 pages, 9 dense windows (5 embedded now); built or loaded in 1.2 s" in shown
+    del metrics["index/pages"]
+    assert "Page units" not in format_eval_report(SimpleNamespace(metrics=metrics, params=params))
+
+
+def test_a_chunk_set_without_its_corpus_is_refused_by_name(tmp_path):
+    from rag_core.retrieve.retrievers import ChunkSet
+    from rag_core.retrieve.retrievers.pages import PageBM25Retriever
+
+    retriever = PageBM25Retriever("page_bm25", _config("page_bm25"), None)
+    with pytest.raises(ValueError, match="page_bm25 needs the documents' pages"):
+        retriever.page_set(ChunkSet([], tmp_path, "key"))
