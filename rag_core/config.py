@@ -33,7 +33,6 @@ from rag_core.retrieve.doc_evidence import DOC_EVIDENCE  # noqa: F401 - declares
 from rag_core.retrieve.embedding import DEFAULT_EMBED_MODEL
 from rag_core.retrieve.expansion import QUERY_EXPANSIONS  # noqa: F401 - declares the expansion settings
 from rag_core.retrieve.fusion import FUSIONS  # noqa: F401 - declares the fusion settings
-from rag_core.retrieve.parent_child import PAGE_SCORES
 from rag_core.retrieve.rerank import DEFAULT_RERANK_MODEL
 from rag_core.retrieve.retrievers import RETRIEVERS  # noqa: F401 - declares mode and the retrievers' settings
 from rag_core.retrieve.vector_stores import VECTOR_STORES  # noqa: F401 - declares the vector store settings
@@ -45,6 +44,7 @@ DEFAULT_LLM_MODEL = "claude-sonnet-5-5"
 LLM_PROVIDERS = ("anthropic", "openai")
 CHUNK_CONTEXTS = ("none", "title", "title_heading")
 MAX_YAML_VALUES = 100_000  # a config or sweep file holding more (aliases written out) is refused
+PAGE_SCORES = ("first", "max", "sum", "mean_top")  # first: pages in order of first occurrence; the others pool
 ROUTE_WHEN = ("named", "always")  # route_when: only questions naming a document, or every question
 
 

@@ -9,7 +9,7 @@ appears once, at the rank and with the score of its best child. ``pool_to_parent
 a choice of pooling (``POOLINGS``: ``max``, the best child; ``mean_top2``, the mean of the two best),
 re-ordered by the pooled score (ties by id); dense search scores a unit by its token windows with it
 (``rag_core.retrieve.windows``), so windows and children are one mechanism. ``pool_scores`` scores a
-page by the chunks ranked on it the same way (``PAGE_SCORES``: ``max``, ``sum``, ``mean_top``: the
+page by the chunks ranked on it the same way (``PAGE_POOLS``: ``max``, ``sum``, ``mean_top``: the
 mean of the best ``page_top_m``), for page metrics that rank pages (``rag_core.evaluate.metrics``).
 
 Left out: more than two levels, children that cross their parent's boundary.
@@ -65,7 +65,7 @@ def _mean_top2(scores: list[float]) -> float:
 POOLINGS: dict[str, Callable[[list[float]], float]] = {"max": max, "mean_top2": _mean_top2}
 
 
-PAGE_SCORES = ("first", "max", "sum", "mean_top")  # first: pages in order of first occurrence (no pooling)
+PAGE_POOLS = ("max", "sum", "mean_top")  # page_score's pooling rules (config adds "first": no pooling)
 
 
 def pool_scores(scores: Sequence[float], rule: str, top_m: int = 2) -> float:
@@ -80,7 +80,7 @@ def pool_scores(scores: Sequence[float], rule: str, top_m: int = 2) -> float:
     if rule == "mean_top":
         best = sorted(scores, reverse=True)[:max(1, top_m)]
         return sum(best) / len(best)
-    raise ValueError(f"unknown page score {rule!r}: one of {', '.join(PAGE_SCORES[1:])}")
+    raise ValueError(f"unknown page score {rule!r}: one of {', '.join(PAGE_POOLS)}")
 
 
 def pool_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[str, str], pooling: str = "max",

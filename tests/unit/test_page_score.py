@@ -80,3 +80,12 @@ def test_page_score_is_a_checked_setting():
         RagConfig(page_score="median")
     with pytest.raises(ConfigError, match="page_top_m"):
         RagConfig(page_top_m=0)
+
+
+def test_every_page_score_setting_but_first_is_a_pooling_rule():
+    """config declares page_score's choices; parent_child pools them: the two lists must agree."""
+    from rag_core.config import PAGE_SCORES
+    from rag_core.retrieve.parent_child import PAGE_POOLS, pool_scores
+
+    assert PAGE_SCORES == ("first", *PAGE_POOLS)
+    assert [pool_scores([0.2, 0.5, 0.1], rule, top_m=2) for rule in PAGE_POOLS] == pytest.approx([0.5, 0.8, 0.35])
