@@ -257,7 +257,7 @@ def format_sweep(result: "SweepResult", wide: bool = False) -> str:
         f"{int(work['sweep/dense_indexes_built'])} dense indexes built, {int(work['sweep/chunks_embedded'])} chunks "
         f"embedded ({int(work['sweep/embed_cache_hits'])} from cache), {int(work['sweep/candidates_reused'])} "
         f"query candidate lists reused ({int(work['sweep/candidates_computed'])} computed), "
-        f"{int(work['sweep/rerank_pairs_scored'])} cross-encoder pairs scored "
+        f"{int(work['sweep/rerank_pairs_scored'])} re-rank pairs scored "
         f"({int(work['sweep/rerank_cache_hits'])} from cache); {work['sweep/wall_seconds']:.0f} s",
         *dense_reading_lines(work.get("sweep/truncated_share_max", 0.0), work.get("sweep/unread_share_max", 0.0),
                              "the worst point: "),
