@@ -147,9 +147,9 @@ def run_self_supervised(job: SelfSupervisedJob, config: RagConfig, store_dir: st
     data, pseudo = build_self_supervised_set(job, config, store_dir, show_progress)
     kinds = counts_by_kind(pseudo)
     if show_progress:
-        print(f"Training on {len(data.train)} pseudo-queries ({', '.join(f'{n} {k}' for k, n in kinds.items())}), "
-              f"validating on {len(data.validation)} (negatives from {job.negatives_from}, top {job.negatives_depth})",
-              file=sys.stderr)
+        print(f"Made {len(pseudo)} pseudo-queries ({', '.join(f'{n} {k}' for k, n in kinds.items())}) from "
+              f"{len(job.corpus)} documents: training on {len(data.train)}, validating on {len(data.validation)} "
+              f"(negatives from {job.negatives_from}, top {job.negatives_depth})", file=sys.stderr)
     result = train_model(job.kind, data, base, job.out_dir, job.settings, resume, show_progress)
     if job.kind == "embedder":
         keep_search_length(base.path, job.out_dir)
