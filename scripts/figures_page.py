@@ -44,6 +44,14 @@ class Result:
     data: Any
     date: str
     machine: str
+    script: str | None = None  # the benchmark that wrote it, when one is found by name
+
+
+def script_for(stem: str, scripts: set[str]) -> str | None:
+    """The benchmark script a result file is named after: `pages.json` and `pages_financebench_bm25.json`
+    both come from `pages.py` (the longest script name the file's name starts with)."""
+    found = [name for name in scripts if stem == name or stem.startswith(name + "_")]
+    return max(found, key=len) if found else None
 
 
 def _is_scalar(value: Any) -> bool:
@@ -146,11 +154,13 @@ def git_date(path: Path) -> str:
     return f"{changed} (file modified; not committed, the run's own date not recorded)"
 
 
-def read_result(path: Path, date_of: Callable[[Path], str] = git_date) -> Result:
+def read_result(path: Path, date_of: Callable[[Path], str] = git_date, scripts: set[str] | None = None) -> Result:
     data = json.loads(path.read_text(encoding="utf-8"))
     measured = data.get("measured") if isinstance(data, dict) else None
     date = str(measured["date"]) if isinstance(measured, dict) and measured.get("date") else date_of(path)
-    return Result(path.stem, data, date, machine_of(data))
+    if scripts is None:
+        scripts = {script.stem for script in (ROOT / "benchmarks").glob("*.py")}
+    return Result(path.stem, data, date, machine_of(data), script_for(path.stem, scripts))
 
 
 def render(results: list[Result], source: str = "benchmarks/results") -> str:
@@ -165,7 +175,8 @@ def render(results: list[Result], source: str = "benchmarks/results") -> str:
     for result in sorted(results, key=lambda r: r.name):
         rows = [row for row in flatten(result.data) if not row[0].startswith("measured")]
         lines += [f"## {result.name}", "",
-                  f"`benchmarks/{result.name}.py`; measured {result.date}; {result.machine}.", "",
+                  f"{f'`benchmarks/{result.script}.py`' if result.script else 'script not recorded'}; "
+                  f"measured {result.date}; {result.machine}.", "",
                   "| value | figure |", "| --- | --- |"]
         lines += [f"| {_code(path)} | {cell} |" for path, cell in rows[:MAX_ROWS]]
         if len(rows) > MAX_ROWS:
