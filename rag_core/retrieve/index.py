@@ -116,7 +116,7 @@ class Index:
     def corpus(self) -> Corpus:
         """The corpus with this configuration's extraction (tables) and metadata."""
         return prepare_corpus(self.source_corpus, self.config.extract_tables, self.config.metadata_pattern,
-                              self.store_dir / "extracted")
+                              self.store_dir / "extracted", self.config.table_text)
 
     @functools.cached_property
     def chunking_key(self) -> str:
