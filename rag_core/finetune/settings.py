@@ -20,8 +20,8 @@ from rag_core.config import ConfigError
 DEVICES = ("auto", "cpu", "cuda")
 PRECISIONS = ("auto", "fp32", "bf16")  # auto: bf16 where the device runs it natively (fp16 on older GPUs), else fp32
 NEGATIVE_SOURCES = ("bm25", "dense", "hybrid")  # retrieval modes that hard negatives can be mined with
-# kind -> the settings that differ from TrainSettings' defaults: the recipes measured on SciFact (README,
-# Fine-tuning). A cross-encoder grown from a bi-encoder's body needs a high rate: at 5e-5 its validation
+# kind -> the settings that differ from TrainSettings' defaults: the recipes measured on SciFact
+# (docs/fine-tuning.md). A cross-encoder grown from a bi-encoder's body needs a high rate: at 5e-5 its validation
 # nDCG@10 rose from 0.23 to 0.39 in 100 steps of 4 groups, at 2e-4 to 0.52 (4e-4 was slower again).
 # The embedder (485 claims, 17 steps an epoch): at 3e-5 its validation nDCG@10 still rose after one
 # epoch (0.669 -> 0.685 at step 16, best 0.697 at step 32) and the held-out claims gained +0.058.
