@@ -1,6 +1,6 @@
 """Learn the fusion on part of a BEIR split and report it on the claims held out (issue 17 item 5).
 
-Splits the split's queries with the sweep's seeded hash (``rag_core.workbench.holdout.split_queries``),
+Splits the split's queries with the sweep's seeded hash (``rag_core.workbench.statistics.holdout.split_queries``),
 runs ``tune_fusion`` (``rag-pipeline tune-fusion``: one weight per retriever learned by
 ``ranx.optimize_fusion`` on the tuning part after each score normalisation, the best normalisation
 there kept, and the fusion kept only if it beats each retriever alone there) and
@@ -17,9 +17,9 @@ import argparse
 from results_file import RESULTS, write_results
 
 from rag_core.config import RagConfig
-from rag_core.workbench.evaluation import load_eval_inputs
-from rag_core.workbench.fusion_tuning import parse_norms, tune_fusion
-from rag_core.workbench.holdout import split_queries
+from rag_core.workbench.execution.evaluation import load_eval_inputs
+from rag_core.workbench.search.fusion_tuning import parse_norms, tune_fusion
+from rag_core.workbench.statistics.holdout import split_queries
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ One run first (not counted: the operating system's file cache, Matplotlib's font
 ``--repeat`` runs; the table shows each cell's median and the kernel's start and papermill's own work
 (the total minus the cells). Beside it, in new processes, the paired test of the notebook's two runs
 the way the notebook did it before (``ranx.compare``, whose typed containers numba compiles in every
-process) and the way it does now (``rag_core.workbench.paired_tests``). Target (issue 36): the
+process) and the way it does now (``rag_core.workbench.statistics.paired_tests``). Target (issue 36): the
 notebook under 15 s warm on 2 cores. Exit 1 when the median misses it.
 Needs a finished sweep in the tracking store: run ``make demo`` (or ``python -m rag_core.demo``) first.
 Usage: python benchmarks/compare_notebook.py [--repeat 3] [--experiment "documents | golden"]
@@ -33,8 +33,8 @@ NOTEBOOK = NOTEBOOKS_DIR / "03-compare.ipynb"
 # read them): RANX forces the ranx.compare path the notebook used before.
 PAIRED_TEST = """
 import sys, time
-import rag_core.workbench.compare as compare
-from rag_core.workbench.compare import load_runs, significance
+import rag_core.workbench.reports.compare as compare
+from rag_core.workbench.reports.compare import load_runs, significance
 if sys.argv[1] == "ranx":
     compare.STAT_TEST = "ranx.compare"  # no test is named so: significance() goes to ranx.compare
 runs = load_runs(sys.argv[2])

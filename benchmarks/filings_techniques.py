@@ -23,7 +23,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rag_core.config import RagConfig  # noqa: E402
 from rag_core.evaluate.evaluator import evaluate_config  # noqa: E402
-from rag_core.workbench.evaluation import load_eval_inputs  # noqa: E402
+from rag_core.workbench.execution.evaluation import load_eval_inputs  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
 DEFAULT_SETS = [

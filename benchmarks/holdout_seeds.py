@@ -1,9 +1,9 @@
 """How optimistic is a sweep's best score? The honest-winner report of one finished sweep for many splits.
 
 Reads a sweep's runs and their per-query tables back from MLflow once, then, for each seed and each
-selection rule (``--select max,one_se``: ``rag_core.workbench.selection``), splits the queries
+selection rule (``--select max,one_se``: ``rag_core.workbench.statistics.selection``), splits the queries
 (``holdout`` share), chooses the winner on the tuning queries by the rule and scores it and the default
-run on the held-out ones (``rag_core.workbench.honest``): no point is evaluated again. Prints one row
+run on the held-out ones (``rag_core.workbench.statistics.honest``): no point is evaluated again. Prints one row
 per seed and rule, and the means per rule; writes ``benchmarks/results/holdout_seeds.json``.
 The default run is the sweep's (``rag.default_run_id`` on its parent run, else the run closest to the defaults).
 Usage: python benchmarks/holdout_seeds.py [--experiment "documents | golden"] [--parent RUN_ID]
@@ -17,12 +17,12 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from rag_core.workbench.compare import baseline_run, latest_sweep, load_runs
-from rag_core.workbench.holdout import split_queries
-from rag_core.workbench.honest import holdout_report
-from rag_core.workbench.intervals import load_per_query
-from rag_core.workbench.selection import SELECTION_RULES
-from rag_core.workbench.tracking import Tracker
+from rag_core.workbench.reports.compare import baseline_run, latest_sweep, load_runs
+from rag_core.workbench.statistics.holdout import split_queries
+from rag_core.workbench.statistics.honest import holdout_report
+from rag_core.workbench.statistics.intervals import load_per_query
+from rag_core.workbench.statistics.selection import SELECTION_RULES
+from rag_core.workbench.tracking.tracker import Tracker
 from results_file import RESULTS, write_results
 
 

@@ -63,14 +63,14 @@ import yaml
 
 from rag_core.config import load_config, setting_names
 from rag_core.paths import EXPERIMENTS_DIR
-from rag_core.workbench.compare import load_runs
-from rag_core.workbench.holdout import split_queries
-from rag_core.workbench.intervals import bootstrap_interval, load_per_query
-from rag_core.workbench.search import SearchDriver, TrialScore, open_study
-from rag_core.workbench.search_space import Budget, SearchSettings
-from rag_core.workbench.sweep import run_sweep
-from rag_core.workbench.sweep_file import SweepSpec, digest, load_sweep
-from rag_core.workbench.tracking import Tracker, run_metrics
+from rag_core.workbench.reports.compare import load_runs
+from rag_core.workbench.statistics.holdout import split_queries
+from rag_core.workbench.statistics.intervals import bootstrap_interval, load_per_query
+from rag_core.workbench.search.driver import SearchDriver, TrialScore, open_study
+from rag_core.workbench.search.space import Budget, SearchSettings
+from rag_core.workbench.execution.sweep import run_sweep
+from rag_core.workbench.execution.sweep_file import SweepSpec, digest, load_sweep
+from rag_core.workbench.tracking.tracker import Tracker, run_metrics
 from results_file import RESULTS, write_results
 
 HERE = RESULTS / "search"
@@ -166,7 +166,7 @@ def _cold_done_before(spec: SweepSpec, store: Path, cold: dict[str, float]) -> N
     manifest recorded them; chunking, timed now (it is cheap)."""
     from rag_core.ingest.chunking import chunk_corpus
     from rag_core.retrieve.index import Index
-    from rag_core.workbench.evaluation import load_eval_inputs
+    from rag_core.workbench.execution.evaluation import load_eval_inputs
 
     missing = [item for item, seconds in cold.items() if seconds == 0 and not item.startswith("bm25")]
     if not missing:
@@ -350,7 +350,7 @@ def validate(corpus: str, table: dict, tracking_uri: str) -> list[dict]:
 def compare_with_replay(validation: list[dict], replays: list[dict], table: dict) -> list[dict]:
     """Seed 0, real against replayed: do the trials evaluate the same configurations, and does each real
     value equal the table's mean over the same queries (the table is what the replay is told)?"""
-    from rag_core.workbench.search import query_order
+    from rag_core.workbench.search.driver import query_order
 
     by_key = {p["key"]: p for p in table["points"]}
     order = query_order(table["tuning"], 0)

@@ -57,8 +57,8 @@ def warm_evals(store: Path, uri: str, mode: str, repeat: int,
     """Alternating in-process evaluations (after one to warm up): tracing -> [(wall, tracing seconds)]."""
     from rag_core.config import RagConfig
     from rag_core.retrieve import candidates
-    from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
-    from rag_core.workbench.tracking import TrackingTarget
+    from rag_core.workbench.execution.evaluation import evaluate_and_log, load_eval_inputs
+    from rag_core.workbench.tracking.tracker import TrackingTarget
 
     inputs = load_eval_inputs(input_dir=SAMPLE_DOCUMENTS_DIR, golden=SAMPLE_GOLDEN_FILE)
     evaluate_and_log(RagConfig(mode=mode), inputs, store, tracking=TrackingTarget(uri=uri))

@@ -3,7 +3,7 @@
 Keys live in the environment (``KEY_ENV``: one variable per LLM provider) or are passed to an LLM
 client, which registers them (``register``). ``secret_values`` lists them all; ``redact`` masks them,
 and anything shaped like a key (``sk-...``, ``Bearer ...``), in any text: error messages, logs, and
-traces kept in MLflow. ``rag_core.workbench.tracking`` refuses outright to log a param, metric or
+traces kept in MLflow. ``rag_core.workbench.tracking.tracker`` refuses outright to log a param, metric or
 artifact holding one of ``secret_values``.
 
 Left out: keys from files or secret managers (set the variable from them), other providers' formats.

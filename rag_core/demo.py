@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
 
     from rag_core.service import answer_query, ingest_directory
-    from rag_core.workbench.reports import format_answer, format_sweep
+    from rag_core.workbench.reports.text import format_answer, format_sweep
 
     _heading(f"1. Ingesting the sample corpus ({SAMPLE_DOCUMENTS_DIR.relative_to(PROJECT_ROOT)}) into {store}")
     report = ingest_directory(SAMPLE_DOCUMENTS_DIR, store, config, progress=True)
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"MLflow UI:   mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000")
     else:
         print(f"MLflow UI:   make mlflow-ui\n             (runs: {MLFLOW_UI})")
-    from rag_core.workbench.experiment_view import runs_view_url
-    from rag_core.workbench.tracking import Tracker
+    from rag_core.workbench.tracking.experiment_view import runs_view_url
+    from rag_core.workbench.tracking.tracker import Tracker
 
     experiment_id = Tracker(uri).experiment_id(result.experiment)
     print(f"             then open {runs_view_url('http://127.0.0.1:5000', experiment_id)}")

@@ -4,7 +4,7 @@ functions that notebooks, the demo and tests call too.
 ``ingest_directory`` reads a folder into the document store and builds the indexes for a
 configuration; ``open_pipeline`` opens the store's corpus for querying; ``answer_query`` retrieves
 and answers (a ``QueryResult``, whose ``as_json`` is what ``query --json`` prints). Their text for a
-person is ``rag_core.workbench.reports``; flags and exit codes are ``rag_core.cli``.
+person is ``rag_core.workbench.reports.text``; flags and exit codes are ``rag_core.cli``.
 
 An ingest holds the store's ingest lock (``<store>/ingest.lock``) from start to end, and registers
 its documents only after their indexes are built: a killed ingest leaves the store as it was
@@ -23,7 +23,7 @@ refused before anything. The report
 says how many were removed (``removed``) and which (``removed_documents``). What an interrupted
 ingest staged and never registered is deleted by the next one (``cleaned_bytes``).
 Left out: waiting for an ingest before querying (queries see the last complete one), evaluation
-(``rag_core.workbench.evaluation``).
+(``rag_core.workbench.execution.evaluation``).
 """
 
 from __future__ import annotations

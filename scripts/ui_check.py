@@ -3,7 +3,7 @@ slow test ``tests/test_ui_check.py`` runs it too).
 
 1. MLflow: the sample corpus is evaluated (bm25, a few queries, tracing on) into a temporary store;
    ``mlflow server`` serves it on 127.0.0.1 (free port). Chromium loads the experiment's runs view (the
-   URL ``rag_core.workbench.experiment_view.runs_view_url`` gives) and must find the run's name and the
+   URL ``rag_core.workbench.tracking.experiment_view.runs_view_url`` gives) and must find the run's name and the
    view's columns; then the run's Traces tab, where it must find the first query's text.
 2. JupyterLab, started as ``make lab`` starts it (``--allow-root`` when root), with a token and
    ``--no-browser`` on a free port: Chromium opens ``notebooks/01-explore.ipynb`` and must find the
@@ -114,8 +114,8 @@ def evaluated_store(folder: Path, queries: int = 3) -> dict[str, str]:
     """One evaluation of the sample corpus logged into `folder`/mlflow.db: its run and first query."""
     from rag_core.config import RagConfig
     from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
-    from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
-    from rag_core.workbench.tracking import TrackingTarget
+    from rag_core.workbench.execution.evaluation import evaluate_and_log, load_eval_inputs
+    from rag_core.workbench.tracking.tracker import TrackingTarget
 
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     inputs = load_eval_inputs(input_dir=SAMPLE_DOCUMENTS_DIR, golden=SAMPLE_GOLDEN_FILE, max_queries=queries)
@@ -129,8 +129,8 @@ def evaluated_store(folder: Path, queries: int = 3) -> dict[str, str]:
 
 
 def check_mlflow(folder: Path) -> dict:
-    from rag_core.workbench.experiment_view import runs_view_url
-    from rag_core.workbench.tracking import mlflow_metric_name
+    from rag_core.workbench.tracking.experiment_view import runs_view_url
+    from rag_core.workbench.tracking.tracker import mlflow_metric_name
     from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC
 
     logged = evaluated_store(folder)

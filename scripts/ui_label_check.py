@@ -57,7 +57,7 @@ def labelled_trace(folder: Path) -> dict[str, Any]:
     from rag_core.config import RagConfig
     from rag_core.paths import SAMPLE_DOCUMENTS_DIR
     from rag_core.service import answer_query, ingest_directory
-    from rag_core.workbench.query_traces import log_answered_query
+    from rag_core.workbench.tracking.query_traces import log_answered_query
 
     config, store, uri = RagConfig(mode="bm25", rerank_depth=0), folder / "store", f"sqlite:///{folder / 'mlflow.db'}"
     ingest_directory(SAMPLE_DOCUMENTS_DIR, store, config)

@@ -93,7 +93,7 @@ def evaluation_notebook_with(cell_source: str, path: Path) -> Path:
     """A copy of notebooks/02-evaluate.ipynb with `cell_source` run right after the parameters."""
     import nbformat
 
-    from rag_core.workbench.points import NOTEBOOK
+    from rag_core.workbench.execution.points import NOTEBOOK
 
     notebook = nbformat.read(str(NOTEBOOK), as_version=4)
     position = next(i for i, cell in enumerate(notebook.cells) if "parameters" in cell.metadata.get("tags", []))

@@ -21,7 +21,7 @@ from rag_core.retrieve.fusion import reciprocal_rank_fusion
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.pipeline import Pipeline
 from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Query, Ranked, Retriever, retriever_choices
-from rag_core.workbench.traces import query_trace
+from rag_core.workbench.tracking.traces import query_trace
 
 TEXTS = {
     "lighthouse.txt": "The Fresnel lens concentrates the lamp into a beam. Keepers trimmed the wicks every evening.",

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 
 from rag_core.evaluate.golden import GoldenQuery
-from rag_core.workbench import datasets
-from rag_core.workbench.datasets import log_golden_input
+from rag_core.workbench.tracking import datasets
+from rag_core.workbench.tracking.datasets import log_golden_input
 
 POSTGRES = ('BAD_REQUEST: (psycopg2.errors.UniqueViolation) duplicate key value violates unique constraint '
             '"dataset_pk"\nDETAIL:  Key (experiment_id, name, digest)=(1, golden, 4f2a) already exists.')

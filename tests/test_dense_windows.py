@@ -21,7 +21,7 @@ from rag_core.retrieve.retrievers import Query
 from rag_core.retrieve.pipeline import Pipeline
 from rag_core.retrieve.windows import WINDOW_MARK
 from rag_core.service import QueryResult
-from rag_core.workbench.reports import format_explain
+from rag_core.workbench.reports.text import format_explain
 
 pytestmark = pytest.mark.slow
 

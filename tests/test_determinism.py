@@ -112,7 +112,7 @@ from rag_core.config import RagConfig
 from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import load_golden
 from rag_core.paths import SAMPLE_GOLDEN_FILE
-from rag_core.workbench.explore import load_corpus
+from rag_core.workbench.reports.explore import load_corpus
 config = RagConfig(mode="dense", chunk_size=48, overlap=8)
 corpus = load_corpus(None, None, sys.argv[1])
 report = evaluate_config(config, corpus, load_golden(SAMPLE_GOLDEN_FILE, corpus.by_id), sys.argv[1])

@@ -118,7 +118,7 @@ def test_hyde_needs_dense_retrieval():
 @pytest.mark.slow
 def test_hyde_searches_the_mean_of_query_and_passage_embeddings(anthropic_env, sample_store):
     from rag_core.service import QueryResult, open_pipeline
-    from rag_core.workbench.reports import format_explain
+    from rag_core.workbench.reports.text import format_explain
 
     passage = "Keys are rotated every 90 days; a new key is issued before the old one expires."
     anthropic_env.script(reply(passage, input_tokens=60, output_tokens=30))

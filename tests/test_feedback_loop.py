@@ -20,10 +20,10 @@ from rag_core.config import RagConfig
 from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.judge_labels import load_labels
 from rag_core.service import answer_query
-from rag_core.workbench.evaluation import load_eval_inputs
-from rag_core.workbench.query_traces import log_answered_query, query_id_of
-from rag_core.workbench.traces import QUERY_ID_TAG
-from rag_core.workbench.tracking import secret_scrubber
+from rag_core.workbench.execution.evaluation import load_eval_inputs
+from rag_core.workbench.tracking.query_traces import log_answered_query, query_id_of
+from rag_core.workbench.tracking.traces import QUERY_ID_TAG
+from rag_core.workbench.tracking.tracker import secret_scrubber
 
 QUESTION = "What does error code QS-4021 mean?"
 CONFIG = RagConfig(rerank_depth=0)  # the shared sample store's chunking; no stand-in re-ranker

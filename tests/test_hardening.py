@@ -228,7 +228,7 @@ def test_a_tracking_store_on_a_bad_path_is_one_line(bm25_store, uri):
 
 
 def test_a_read_only_tracking_store_is_one_line(tmp_path, monkeypatch):
-    from rag_core.workbench.tracking import Tracker, tracking_errors
+    from rag_core.workbench.tracking.tracker import Tracker, tracking_errors
 
     database = tmp_path / "mlflow.db"
     Tracker(f"sqlite:///{database}").check()  # creates the database
@@ -239,7 +239,7 @@ def test_a_read_only_tracking_store_is_one_line(tmp_path, monkeypatch):
 
 
 def test_tracking_timeout_must_be_a_positive_number(monkeypatch):
-    from rag_core.workbench.tracking import tracking_timeout_s
+    from rag_core.workbench.tracking.tracker import tracking_timeout_s
 
     for value in ("abc", "0", "-1", "inf", "nan"):
         monkeypatch.setenv("RAG_TRACKING_TIMEOUT_S", value)
@@ -740,8 +740,8 @@ def test_a_sweep_interrupted_while_a_worker_raises_dead_kernel_error_exits_130(t
     import logging
     import threading
 
-    import rag_core.workbench.executors as executors_module
-    import rag_core.workbench.sweep as sweep_module
+    import rag_core.workbench.execution.executors as executors_module
+    import rag_core.workbench.execution.sweep as sweep_module
     from nbclient.exceptions import DeadKernelError
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path / 'mlflow.db'}")

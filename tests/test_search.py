@@ -23,9 +23,9 @@ from mlflow.tracking import MlflowClient
 from sweep_fixtures import evaluation_notebook_with, kernel_pids, tracking_uri  # noqa: F401
 
 from rag_core.paths import NOTEBOOKS_DIR, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
-from rag_core.workbench.search import (FEASIBLE, RECORD_ATTR, SearchDriver, TrialScore, open_study, query_order)
-from rag_core.workbench.search_report import read_search
-from rag_core.workbench.search_space import Budget, Halving, RangeAxis, SearchSettings, SearchSpace
+from rag_core.workbench.search.driver import (FEASIBLE, RECORD_ATTR, SearchDriver, TrialScore, open_study, query_order)
+from rag_core.workbench.search.report import read_search
+from rag_core.workbench.search.space import Budget, Halving, RangeAxis, SearchSettings, SearchSpace
 
 QUERIES = [f"q{number:02d}" for number in range(20)]
 
@@ -321,7 +321,7 @@ def _query_ids(client, run, folder) -> list[str]:
 @pytest.mark.slow
 def test_a_budget_in_seconds_and_the_dry_run_estimate_from_measured_throughputs(tmp_path, tracking_uri):  # noqa: F811
     from rag_core.workbench import load_sweep, run_sweep
-    from rag_core.workbench.cost import load_throughputs
+    from rag_core.workbench.execution.cost import load_throughputs
 
     path = write_search(tmp_path, strategy="tpe", budget={"seconds": 1})
     result = run_sweep(load_sweep(path), tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)

@@ -161,10 +161,10 @@ def test_a_kernel_started_ahead_has_imported_what_points_import_and_runs_in_its_
     import subprocess
     import sys
 
-    from rag_core.workbench.evaluation import PRELOAD
-    from rag_core.workbench.kernels import WarmKernel
+    from rag_core.workbench.execution.evaluation import PRELOAD
+    from rag_core.workbench.execution.kernels import WarmKernel
 
-    probe = "import os, sys\nfrom rag_core.workbench.evaluation import PRELOAD\n" \
+    probe = "import os, sys\nfrom rag_core.workbench.execution.evaluation import PRELOAD\n" \
             "print([module for module in PRELOAD if module not in sys.modules], os.getcwd())"
     # without the warm-up, importing the notebook's module leaves them to be imported by the first run
     plain = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
@@ -185,7 +185,7 @@ def test_a_kernel_started_ahead_has_imported_what_points_import_and_runs_in_its_
 def test_one_client_serves_every_notebook_of_a_kernel_and_each_gets_its_own_outputs(tmp_path):
     import papermill
 
-    from rag_core.workbench.kernels import WarmKernel
+    from rag_core.workbench.execution.kernels import WarmKernel
 
     counting = tmp_path / "count.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
@@ -384,7 +384,7 @@ def test_one_worker_builds_the_indexes_first_when_its_kernel_needs_no_torch(tiny
     the kernel embeds nothing; a torch point's kernel loads torch anyway, so its builds stay there."""
     from types import SimpleNamespace
 
-    from rag_core.workbench.sweep import queries_without_torch
+    from rag_core.workbench.execution.sweep import queries_without_torch
 
     spec = load_sweep(_write_sweep(tmp_path, name="prebuilt", input=str(tiny_corpus.documents),
                                    golden=str(tiny_corpus.golden), base={"mode": "hybrid", "rerank_depth": 0, "overlap": 0},

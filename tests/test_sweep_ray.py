@@ -55,7 +55,7 @@ def _child_runs(uri: str, experiment: str, parent_run_id: str, deleted: bool = F
 
 
 def test_the_ray_executor_gives_the_local_metrics(ray_address, smoke_sweep, tmp_path):  # noqa: F811
-    from rag_core.workbench.tracking import run_metrics
+    from rag_core.workbench.tracking.tracker import run_metrics
 
     uri = sqlite_uri(tmp_path / "mlruns")
     (tmp_path / "mlruns").mkdir()
@@ -85,7 +85,7 @@ def test_the_ray_executor_gives_the_local_metrics(ray_address, smoke_sweep, tmp_
 
 KILL_CELL = """
 import os, pathlib, signal, time
-from rag_core.workbench.evaluation import config_from_parameters
+from rag_core.workbench.execution.evaluation import config_from_parameters
 _marker, _config = pathlib.Path({marker!r}), config_from_parameters(globals())
 if _config.chunk_size == 512 and _config.k == 5 and not _marker.exists():  # the first attempt of one point
     _marker.write_text(f"{{os.getppid()}} {{os.getpid()}}")
@@ -107,8 +107,8 @@ def _gone(pid: int, seconds: float = 60) -> bool:
 
 def test_a_worker_killed_mid_point_is_retried_once(ray_address, smoke_sweep, tmp_path):  # noqa: F811
     from rag_core.workbench import load_sweep, run_sweep
-    from rag_core.workbench.points import POINT_HASH_TAG
-    from rag_core.workbench.ray_executor import SUPERSEDED_TAG
+    from rag_core.workbench.execution.points import POINT_HASH_TAG
+    from rag_core.workbench.execution.ray_executor import SUPERSEDED_TAG
 
     marker = tmp_path / "killed"
     notebook = evaluation_notebook_with(KILL_CELL.format(marker=str(marker)), tmp_path / "killing.ipynb")

@@ -31,7 +31,7 @@ def test_an_unreachable_ray_cluster_is_an_environment_failure(tmp_path):
 
 
 def test_ray_workers_get_the_settings_but_never_credentials(monkeypatch):
-    from rag_core.workbench.ray_executor import forwarded_env
+    from rag_core.workbench.execution.ray_executor import forwarded_env
 
     monkeypatch.setenv("RAG_EMBED_MODEL", "/models/minilm")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")

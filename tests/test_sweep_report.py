@@ -13,10 +13,10 @@ from conftest import run_cli
 from mlflow.tracking import MlflowClient
 from sweep_fixtures import smoke_sweep, sqlite_uri, tiny_corpus  # noqa: F401 - fixtures
 
-from rag_core.workbench.reports import format_sweep
+from rag_core.workbench.reports.text import format_sweep
 from rag_core.paths import EXPERIMENTS_DIR
 from rag_core.workbench import load_sweep, run_sweep
-from rag_core.workbench.sweep_report import read_sweep_holdout
+from rag_core.workbench.reports.sweep_report import read_sweep_holdout
 
 pytestmark = pytest.mark.slow
 METRIC = "page/ndcg@10"
@@ -130,7 +130,7 @@ def test_a_grid_without_the_default_runs_it_as_an_extra_point(tiny_corpus, tmp_p
 
 
 def test_the_table_shows_each_fused_retrievers_own_recall_when_logged():
-    from rag_core.workbench.sweep_report import retriever_columns
+    from rag_core.workbench.reports.sweep_report import retriever_columns
 
     logged = ["page/recall@5", "page/ndcg@10", "bm25/page/recall@5", "dense/page/ndcg@10", "dense/page/recall@5",
               "dense/doc/mrr", "mine/page/recall@5"]  # "mine" is no registered retriever

@@ -15,11 +15,11 @@ from llm_fixtures import PLANTED_KEY, anthropic_env, clean_llm_env, llm_server  
 from llm_server import reply
 from rag_core.config import RagConfig
 from rag_core.evaluate.evaluator import golden_fingerprint
-from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
-from rag_core.workbench.experiment_view import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_KEY, VIEW_TAG,
+from rag_core.workbench.execution.evaluation import evaluate_and_log, load_eval_inputs
+from rag_core.workbench.tracking.experiment_view import (EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, VIEW_KEY, VIEW_TAG,
                                                 runs_view_url)
-from rag_core.workbench.traces import PASSAGE_CHARS, QUERY_ID_TAG, query_trace
-from rag_core.workbench.tracking import Tracker, TrackingTarget
+from rag_core.workbench.tracking.traces import PASSAGE_CHARS, QUERY_ID_TAG, query_trace
+from rag_core.workbench.tracking.tracker import Tracker, TrackingTarget
 
 BM25 = RagConfig(mode="bm25", rerank_depth=0, chunk_size=40, overlap=8, k=3)
 
@@ -124,7 +124,7 @@ def test_the_experiment_opens_on_its_runs_with_the_workbench_columns(tracking_ur
 
 def test_an_api_key_in_any_text_of_a_trace_is_replaced(tiny_inputs, tmp_path, monkeypatch):
     from rag_core.evaluate.evaluator import evaluate_config
-    from rag_core.workbench.tracking import secret_scrubber
+    from rag_core.workbench.tracking.tracker import secret_scrubber
 
     report = evaluate_config(BM25, tiny_inputs.corpus, tiny_inputs.queries, tmp_path / "store")
     row = {**report.per_query[0], "answer_mode": "llm", "answer": f"the key is {PLANTED_KEY}", "answer_ms": 3.0}

@@ -20,7 +20,7 @@ from rag_core.ingest.files import read_documents
 from rag_core.evaluate.metrics import metric_names
 from rag_core.paths import PROJECT_ROOT
 from rag_core.evaluate.relevance import LEVELS
-from rag_core.workbench.tracking import (
+from rag_core.workbench.tracking.tracker import (
     SecretInRun,
     Tracker,
     TrackingTarget,

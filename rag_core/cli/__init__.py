@@ -16,7 +16,7 @@ How a subcommand is added (every one is registered the same way):
 ``build_parser`` adds the common options and setting flags (``rag_core.cli.common``) after a
 command's own arguments. A module imports only argparse-level names at its top (``--help`` and a BM25
 query must stay fast, ``tests/test_startup.py``); ``run`` imports the work it calls. ``run`` reads its
-settings with ``common.config_from_args(args)`` first, prints text (``rag_core.workbench.reports``) or
+settings with ``common.config_from_args(args)`` first, prints text (``rag_core.workbench.reports.text``) or
 JSON, and raises ``rag_core.errors.BadInput`` / ``RunFailure`` for what the user can fix: ``main``
 prints them as one ``error:`` line with exit code 2 / 1 (``common.known_failure``), never a traceback.
 """

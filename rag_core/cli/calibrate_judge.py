@@ -1,7 +1,7 @@
 """``rag-pipeline calibrate-judge``: how far to trust the LLM judge, measured against a person's scores.
 
 Reads the labels (``rag_core.evaluate.judge_labels``), has the judge score the same answers and
-compares (``rag_core.workbench.judge_calibration``), then prints (``rag_core.workbench.reports``) a table per axis (Spearman,
+compares (``rag_core.workbench.statistics.judge_calibration``), then prints (``rag_core.workbench.reports.text``) a table per axis (Spearman,
 Kendall, exact and within-one agreement, judge - human) and each axis's 5x5 confusion table.
 Left out: plots (the confusion table is logged as CSV).
 """
@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     from rag_core.evaluate.judge_labels import load_labels
     from rag_core.llm import LLMClient
-    from rag_core.workbench.judge_calibration import calibrate_judge, log_calibration
-    from rag_core.workbench.reports import format_calibration
+    from rag_core.workbench.statistics.judge_calibration import calibrate_judge, log_calibration
+    from rag_core.workbench.reports.text import format_calibration
 
     labels = load_labels(args.labels)
     client = LLMClient.from_config(config)  # no key: MissingAPIKey (exit 1) before any call

@@ -1,7 +1,7 @@
 """``rag-pipeline eval``: evaluate one configuration, log it as one MLflow run, print the metrics table (or JSON).
 
-Loading inputs, evaluating and logging are ``rag_core.workbench.evaluation``'s job; the table is
-``rag_core.workbench.reports.format_eval_report`` (what the evaluation notebook shows too).
+Loading inputs, evaluating and logging are ``rag_core.workbench.execution.evaluation``'s job; the table is
+``rag_core.workbench.reports.text.format_eval_report`` (what the evaluation notebook shows too).
 Left out: sweeps (``rag_core.cli.sweep``).
 """
 
@@ -42,9 +42,9 @@ def run(args: argparse.Namespace) -> int:
     """0 on success; bad input raises (``rag_core.cli`` maps it to exit code 2)."""
     config, store_dir = config_from_args(args), store_from_args(args)  # settings errors, before anything runs
     from rag_core.finetune.fingerprints import trained_on_warnings
-    from rag_core.workbench.evaluation import evaluate_and_log, load_eval_inputs
-    from rag_core.workbench.reports import format_eval_report
-    from rag_core.workbench.tracking import TrackingTarget
+    from rag_core.workbench.execution.evaluation import evaluate_and_log, load_eval_inputs
+    from rag_core.workbench.reports.text import format_eval_report
+    from rag_core.workbench.tracking.tracker import TrackingTarget
 
     with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
         inputs = load_eval_inputs(input_dir=args.input, golden=args.golden, beir=args.beir, split=args.split,
@@ -72,8 +72,8 @@ def run(args: argparse.Namespace) -> int:
     if args.per_query:
         print(f"\nPer-query table: {args.per_query}")
     if evaluation.run_id:
-        from rag_core.workbench.experiment_view import runs_view_url
-        from rag_core.workbench.tracking import Tracker
+        from rag_core.workbench.tracking.experiment_view import runs_view_url
+        from rag_core.workbench.tracking.tracker import Tracker
 
         print(f"\nMLflow: run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
         experiment_id = Tracker(evaluation.tracking_uri).experiment_id(evaluation.experiment)

@@ -1,6 +1,6 @@
 """``rag-pipeline feedback export``: labelled traces become golden-set lines (and judge labels).
 
-Reading the traces is ``rag_core.workbench.labels``; the rules (what is added, what is skipped and
+Reading the traces is ``rag_core.workbench.tracking.labels``; the rules (what is added, what is skipped and
 why) are ``rag_core.evaluate.feedback``. This module appends the lines: to an existing golden set
 without repeating a question already there (the file is read and checked first), to a judge-label
 file without repeating an id. Evidence is looked up in the documents of ``--store``.
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from rag_core.evaluate.golden import load_golden
     from rag_core.evaluate.judge_labels import load_labels
     from rag_core.ingest.corpus import store_corpus
-    from rag_core.workbench.labels import labelled_traces
+    from rag_core.workbench.tracking.labels import labelled_traces
 
     out, judge_file = Path(args.out), Path(args.judge_labels) if args.judge_labels else None
     corpus = store_corpus(store_from_args(args))

@@ -116,7 +116,7 @@ def run(args: argparse.Namespace) -> int:
     from rag_core.evaluate.golden import load_golden
     from rag_core.finetune.data import split_by_text
     from rag_core.finetune.run import FinetuneJob, run_finetune
-    from rag_core.workbench.evaluation import load_eval_inputs
+    from rag_core.workbench.execution.evaluation import load_eval_inputs
 
     kind = args.kind
     if args.train_loss is not None and args.train_loss not in LOSSES[kind]:
@@ -193,7 +193,7 @@ def _run_self_supervised(args: argparse.Namespace, config: Any, store_dir: Path,
 
 
 def _emit_summary(args: argparse.Namespace, outcome: Any, kind: str, **extra: Any) -> None:
-    from rag_core.workbench.reports import format_finetune
+    from rag_core.workbench.reports.text import format_finetune
 
     summary = {"model": str(outcome.result.model_dir), "base_model": outcome.base.name,
                "base_model_note": outcome.base.note, "train_queries": len(outcome.data.train),

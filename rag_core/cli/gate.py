@@ -1,6 +1,6 @@
 """``rag-pipeline gate``: exit 1 when a candidate configuration is significantly worse than the baseline.
 
-The test and its statistics are ``rag_core.workbench.gate``; this module reads the two configuration
+The test and its statistics are ``rag_core.workbench.statistics.gate``; this module reads the two configuration
 files (setting flags apply to both), prints the table (or ``--json``) and turns the verdict into the
 exit code: 0 pass, 1 the candidate is worse, 2 bad input. A CI example: ``docs/ci-gate.yml``.
 Left out: logging the gate to MLflow (``eval`` logs a configuration's run).
@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from rag_core.cli.common import setting_flags
     from rag_core.config import load_config
     from rag_core.errors import BadInput
-    from rag_core.workbench.gate import DEFAULT_METRICS, run_gate
+    from rag_core.workbench.statistics.gate import DEFAULT_METRICS, run_gate
 
     if args.config:
         raise BadInput("gate takes its two configurations from --baseline and --candidate, not --config")
@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
 
 def format_gate(result, baseline: str, candidate: str) -> str:
     """The gate's table: one row per metric, and the verdict."""
-    from rag_core.workbench.intervals import number
+    from rag_core.workbench.statistics.intervals import number
 
     header = f"{'metric':<16} {'baseline':<24} {'candidate':<24} {'difference':<26} {'p':>8} {'p Holm':>8}  verdict"
     rows = [header]

@@ -1,7 +1,7 @@
 """``rag-pipeline query "QUESTION"``: retrieve passages and answer with citations (``--explain``: each
 passage's rank and score at every stage).
 
-The work is ``rag_core.service.answer_query``; the text is ``rag_core.workbench.reports``.
+The work is ``rag_core.service.answer_query``; the text is ``rag_core.workbench.reports.text``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from rag_core.generate.answer import quote_passages
     from rag_core.service import answer_query
-    from rag_core.workbench.reports import format_answer, format_explain
+    from rag_core.workbench.reports.text import format_answer, format_explain
 
     config = config_from_args(args)
     started_ns = time.time_ns()
@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
 
 def log_trace(args: argparse.Namespace, config, result, started_ns: int):
     """Log the answered question as an MLflow trace; says where on stderr."""
-    from rag_core.workbench.query_traces import DEFAULT_EXPERIMENT, log_answered_query
+    from rag_core.workbench.tracking.query_traces import DEFAULT_EXPERIMENT, log_answered_query
 
     trace = log_answered_query(result, config, started_ns=started_ns, experiment=args.experiment or DEFAULT_EXPERIMENT)
     print(f"MLflow trace {trace.trace_id} in experiment {trace.experiment!r} ({trace.tracking_uri})", file=sys.stderr)

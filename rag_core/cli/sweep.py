@@ -2,7 +2,7 @@
 print its comparison table (or JSON), every metric with its bootstrap 95% interval, what a search did,
 and, when the sweep holds out queries, the honest winner. ``--dry-run`` prints the estimated cost only.
 
-Left out: the sweep itself (``rag_core.workbench``), its text (``rag_core.workbench.reports``).
+Left out: the sweep itself (``rag_core.workbench``), its text (``rag_core.workbench.reports.text``).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     between ``--config`` and the setting flags."""
     config_from_args(args)  # settings errors, before anything runs
     from rag_core.workbench import load_sweep, run_sweep
-    from rag_core.workbench.reports import format_sweep, search_summary
+    from rag_core.workbench.reports.text import format_sweep, search_summary
 
     if args.ray_address and args.executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
@@ -77,11 +77,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def dry_run(spec, args: argparse.Namespace) -> int:
-    """Print what the sweep would cost (``rag_core.workbench.cost``); run nothing."""
-    from rag_core.workbench.cost import estimate, machine
-    from rag_core.workbench.evaluation import load_eval_inputs
-    from rag_core.workbench.holdout import split_queries
-    from rag_core.workbench.reports import format_estimate
+    """Print what the sweep would cost (``rag_core.workbench.execution.cost``); run nothing."""
+    from rag_core.workbench.execution.cost import estimate, machine
+    from rag_core.workbench.execution.evaluation import load_eval_inputs
+    from rag_core.workbench.statistics.holdout import split_queries
+    from rag_core.workbench.reports.text import format_estimate
 
     store_dir = store_from_args(args)
     inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,

@@ -3,7 +3,7 @@ lists (those of ``--mode`` when it names several, else dense and BM25) on one go
 (``ranx.optimize_fusion``), keep it only if it beats each retriever alone there, report it on another,
 and print the YAML lines to paste into a config.
 
-Left out: the tuning itself (``rag_core.workbench.fusion_tuning``).
+Left out: the tuning itself (``rag_core.workbench.search.fusion_tuning``).
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     config, store_dir = config_from_args(args), store_from_args(args)
     from rag_core.evaluate.golden import load_golden
-    from rag_core.workbench.evaluation import load_eval_inputs
-    from rag_core.workbench.fusion_tuning import TUNE_METHODS, parse_norms, tune_fusion
+    from rag_core.workbench.execution.evaluation import load_eval_inputs
+    from rag_core.workbench.search.fusion_tuning import TUNE_METHODS, parse_norms, tune_fusion
 
     if args.method not in TUNE_METHODS:
         raise BadInput(f"--method must be one of {', '.join(TUNE_METHODS)}, got {args.method!r}")

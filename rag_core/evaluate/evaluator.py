@@ -11,7 +11,7 @@ query's relevant chunks among them), ``context/precision`` (share of them that a
 With parent-child chunks (``child_size``), ``child/*`` metrics score the fused child ranking against
 child-level relevance, next to the parent (returned) level; LLM query expansion adds
 ``expansion/input_tokens`` and ``expansion/output_tokens`` per query and an ``expansion`` latency stage.
-Answers and the LLM judge are optional (``judge=True``). Logging to MLflow is ``rag_core.workbench.tracking``'s job.
+Answers and the LLM judge are optional (``judge=True``). Logging to MLflow is ``rag_core.workbench.tracking.tracker``'s job.
 Left out: graded relevance (evidence is binary).
 """
 

@@ -9,7 +9,7 @@ them in the MLflow UI's trace view or through the Python API:
   The UI's form has no metadata: there the rationale names the passage, ``error-codes.pdf p2`` (or
   ``error-codes.pdf, page 2``), and is read when the metadata lacks ``source`` or ``page``.
 This module works on plain records (``LabelledTrace``; reading them from MLflow is
-``rag_core.workbench.labels``) and decides, per trace, oldest first:
+``rag_core.workbench.tracking.labels``) and decides, per trace, oldest first:
 
     no label of these names          -> not counted (``unlabelled``)
     a label of the wrong type        -> skipped, "bad label"

@@ -13,7 +13,7 @@ remaining queries as missing without calling the API again.
 
 The judge is whichever ``LLMClient`` it is given (the CLI passes the generation client).
 Left out: pairwise comparison of runs, caching of judge replies (calibration against a person's scores is
-``rag_core.workbench.judge_calibration``).
+``rag_core.workbench.statistics.judge_calibration``).
 """
 
 from __future__ import annotations

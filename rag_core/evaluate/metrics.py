@@ -8,7 +8,7 @@ The definitions are ranx's (``ranx.evaluate`` with ``recall@k``, ``ndcg@k``, ``h
 and the tests check every value against ranx on random rankings. They are computed here, in a few
 lines of Python, because ranx compiles numba code in every new process (3-6 s, 40 s in a new
 environment): more than a whole ``eval`` of a BM25 run. ranx stays the tool for significance tests
-(``rag_core.workbench.compare``).
+(``rag_core.workbench.reports.compare``).
 
 Page level ranks pages: by default (``page_score: first``) the pages of the ranked chunks in order of
 first occurrence; with ``max``, ``sum`` or ``mean_top`` (the mean of the best ``page_top_m``) each page

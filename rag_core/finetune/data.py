@@ -7,7 +7,7 @@ the workbench's own first stage returns for it (``Pipeline.candidates`` with ``m
 negatives' source: ``bm25``, ``dense`` or ``hybrid``, and ``retrieve_depth`` to their depth), best
 first: hard negatives are drawn from them (``rag_core.finetune.mining``), and validation re-ranks them.
 The validation queries are held out from the training queries by a seeded hash of their normalised texts
-(``split_by_text``, over ``rag_core.workbench.holdout.split_queries``), so adding queries moves few of
+(``split_by_text``, over ``rag_core.workbench.statistics.holdout.split_queries``), so adding queries moves few of
 the old ones and queries with the same text stay on one side.
 
 Shapes: ``TrainingQuery(id, text, positives=(chunk ids), candidates=(chunk ids, best first))`` and
@@ -31,7 +31,7 @@ from rag_core.finetune.settings import NEGATIVE_SOURCES
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress
 from rag_core.retrieve.pipeline import Pipeline
-from rag_core.workbench.holdout import split_queries
+from rag_core.workbench.statistics.holdout import split_queries
 
 Q = TypeVar("Q")
 PASSAGE_KINDS = ("text", "indexed")  # what a model reads: the chunk's text (re-ranker) or its indexed text (embedder)

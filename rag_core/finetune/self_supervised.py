@@ -39,7 +39,7 @@ from rag_core.finetune.run import FinetuneOutcome, record_and_log, train_model
 from rag_core.finetune.settings import TrainSettings
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress
-from rag_core.workbench.holdout import split_queries
+from rag_core.workbench.statistics.holdout import split_queries
 
 POSITIVE_SUFFIX = "/positive"
 

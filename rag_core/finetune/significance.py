@@ -1,7 +1,7 @@
 """Is a fine-tuned model's gain real? A paired comparison of two systems over the same queries.
 
 Per-query values (nDCG@10, say) of a baseline and a candidate on the same queries give the mean
-difference with its percentile-bootstrap 95% interval (``rag_core.workbench.intervals``: queries drawn
+difference with its percentile-bootstrap 95% interval (``rag_core.workbench.statistics.intervals``: queries drawn
 with replacement), a two-sided paired t-test (``scipy.stats.ttest_rel``) and the paired bootstrap's
 one-sided p-value, the share of resamples whose mean difference is <= 0 (Sakai, "Evaluating evaluation
 metrics based on the bootstrap", SIGIR 2006).
@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from rag_core.workbench.intervals import bootstrap_interval
+from rag_core.workbench.statistics.intervals import bootstrap_interval
 
 RESAMPLES = 10_000
 

@@ -1,6 +1,6 @@
 """A fine-tuning run in MLflow: its settings, learning curves, held-out figures and the model itself.
 
-Through ``rag_core.workbench.tracking.Tracker`` (the same store, URI and secret guard as evaluations):
+Through ``rag_core.workbench.tracking.tracker.Tracker`` (the same store, URI and secret guard as evaluations):
 one run in the experiment ``finetune <kind> | <data>`` unless one is named, with
 - params: the kind, base model, data source, query counts, the negatives' source and depth, and every
   training setting (``finetune_*``);
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rag_core.finetune.training import TrainingResult
-from rag_core.workbench.tracking import TAG_PREFIX, Tracker, git_tags, mlflow_metric_name
+from rag_core.workbench.tracking.tracker import TAG_PREFIX, Tracker, git_tags, mlflow_metric_name
 
 SUMMARY_FILE = "finetune.json"
 

@@ -1,38 +1,31 @@
 """The workbench: evaluations logged to MLflow, sweeps over a grid of settings (each point a papermill
-execution of the evaluation notebook in a warm kernel), comparison of runs, and the exploration helpers.
+execution of the evaluation notebook in a warm kernel) or searched with Optuna, statistics to choose among
+them, and reports. One subpackage per concern, each with its own ``__all__``:
 
-Modules: ``sweep_file`` (reading and checking a sweep file), ``kernels`` (warm Jupyter kernels for
-papermill), ``points`` (one point: child run, notebook, outcome), ``sweep`` (running them all),
-``sweep_runs`` (the sweep's parent run in MLflow), ``ray_executor`` (the sweep on a Ray cluster),
-``evaluation`` (one evaluation, as the notebook and ``eval`` run it), ``tracking`` (MLflow: the tracker,
-``TrackingTarget``, ``RunStatus``), ``mlflow_names`` (metric names as MLflow stores them),
-``traces`` (one MLflow trace per evaluated query), ``datasets`` (the golden set as a run's dataset
-input), ``experiment_view`` (what the MLflow UI opens on), ``compare`` (runs read back), ``explore``
-(the exploration notebook's helpers), ``holdout`` (held-out queries), ``intervals`` (bootstrap
-intervals), ``selection`` (paired tests against the best, Holm, the one-SE rule), ``honest`` (the
-winner chosen on tuning queries), ``sweep_report`` (a sweep's table and holdout report),
-``judge_calibration`` (the judge against human scores), ``fusion_tuning`` (learned fusion weights),
-``plots`` (every plot), ``reports`` (every result as text, for the CLI and the notebooks), ``compact_table``
-(a sweep's table in 120 columns);
-searches: ``search_space`` (strategy, budget, range axes), ``search`` (the Optuna driver: TPE, halving),
-``search_run`` (trials as child runs, the winner on held-out queries), ``search_report`` (its table and
-history), ``cost`` (measured throughputs, ``--dry-run`` estimates), ``sweep_result`` (what both return);
-the feedback loop: ``query_traces`` (a question as a trace to label), ``labels`` (labelled traces read
-back), ``gate`` (is a candidate configuration worse than the baseline?).
+- ``tracking``: MLflow (runs, traces, datasets, the UI's view, labelled traces read back);
+- ``execution``: the sweep plan, one evaluation, one point, the local and Ray executors, cost estimates;
+- ``search``: Optuna searches (space, driver, trials, report) and learned fusion weights;
+- ``statistics``: held-out queries, intervals, paired tests, selection rules, the quality gate;
+- ``reports``: text, plots, sweep tables, run comparison, the explore notebook's helpers.
+
+The names below are the workbench's public entry points, imported on first use.
 """
 
 from rag_core._lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
-    "load_sweep": "sweep_file", "SweepSpec": "sweep_file", "SweepPoint": "sweep_file", "run_sweep": "sweep",
-    "SweepResult": "sweep", "PointOutcome": "points", "read_recorded_result": "points",
-    "evaluate_and_log": "evaluation", "load_eval_inputs": "evaluation", "EvalRun": "evaluation", "Tracker": "tracking",
-    "TrackingTarget": "tracking", "RunStatus": "tracking", "format_eval_report": "reports", "format_sweep": "reports",
-    "comparison_table": "compare", "load_runs": "compare", "calibrate_judge": "judge_calibration",
-    "log_calibration": "judge_calibration",
-    "split_queries": "holdout", "QuerySplit": "holdout", "bootstrap_interval": "intervals",
-    "load_per_query": "intervals", "shown_with_intervals": "intervals", "WinnerReport": "honest",
-    "compare_sweep": "sweep_report", "read_sweep_holdout": "sweep_report",
-    "run_search": "search_run", "SearchHistory": "search", "read_search": "search_report", "estimate": "cost",
-    "log_answered_query": "query_traces", "labelled_traces": "labels", "run_gate": "gate", "gate_values": "gate",
+    "load_sweep": "execution.sweep_file", "SweepSpec": "execution.sweep_file", "SweepPoint": "execution.sweep_file",
+    "run_sweep": "execution.sweep", "SweepResult": "execution.sweep_result", "PointOutcome": "execution.points",
+    "read_recorded_result": "execution.points", "evaluate_and_log": "execution.evaluation",
+    "load_eval_inputs": "execution.evaluation", "EvalRun": "execution.evaluation", "Tracker": "tracking.tracker",
+    "TrackingTarget": "tracking.tracker", "RunStatus": "tracking.tracker", "format_eval_report": "reports.text",
+    "format_sweep": "reports.text", "comparison_table": "reports.compare", "load_runs": "reports.compare",
+    "calibrate_judge": "statistics.judge_calibration", "log_calibration": "statistics.judge_calibration",
+    "split_queries": "statistics.holdout", "QuerySplit": "statistics.holdout",
+    "bootstrap_interval": "statistics.intervals", "load_per_query": "statistics.intervals",
+    "shown_with_intervals": "statistics.intervals", "WinnerReport": "statistics.honest",
+    "compare_sweep": "reports.sweep_report", "read_sweep_holdout": "reports.sweep_report",
+    "run_search": "search.run", "SearchHistory": "search.driver", "read_search": "search.report",
+    "estimate": "execution.cost", "log_answered_query": "tracking.query_traces",
+    "labelled_traces": "tracking.labels", "run_gate": "statistics.gate", "gate_values": "statistics.gate",
 })

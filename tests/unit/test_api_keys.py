@@ -7,7 +7,7 @@ import pytest
 from llm_fixtures import PLANTED_KEY, clean_llm_env  # noqa: F401
 from rag_core import api_keys
 from rag_core.api_keys import redact
-from rag_core.workbench.tracking import SecretInRun, guard_secrets, secret_scrubber
+from rag_core.workbench.tracking.tracker import SecretInRun, guard_secrets, secret_scrubber
 
 
 def test_redact_masks_environment_keys_and_key_shaped_text(clean_llm_env):  # noqa: F811

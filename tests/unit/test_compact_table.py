@@ -1,4 +1,4 @@
-"""The sweep's table in a terminal (rag_core.workbench.compact_table): the demo's grid with a holdout fits
+"""The sweep's table in a terminal (rag_core.workbench.reports.compact_table): the demo's grid with a holdout fits
 120 columns with rank, verdict, settings, the ranking metric with its interval, held-out and latency; wider
 grids and narrower terminals give up columns in the documented order, never the width; ``--wide`` keeps
 every metric."""
@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rag_core.workbench.compact_table import compact_table, swept_columns
-from rag_core.workbench.holdout import part_metrics, split_queries
-from rag_core.workbench.reports import format_sweep
-from rag_core.workbench.sweep_report import SplitWithDefaultRun, compare_sweep
-from rag_core.workbench.sweep_result import SweepResult
+from rag_core.workbench.reports.compact_table import compact_table, swept_columns
+from rag_core.workbench.statistics.holdout import part_metrics, split_queries
+from rag_core.workbench.reports.text import format_sweep
+from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep
+from rag_core.workbench.execution.sweep_result import SweepResult
 
 METRIC = "page/ndcg@10"
 QUERIES = [f"q{n:02d}" for n in range(36)]

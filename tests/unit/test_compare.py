@@ -1,10 +1,10 @@
-"""The comparison table (rag_core.workbench.compare): best first, failed runs last, settings printed as written."""
+"""The comparison table (rag_core.workbench.reports.compare): best first, failed runs last, settings printed as written."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from rag_core.workbench.compare import comparison_table
+from rag_core.workbench.reports.compare import comparison_table
 
 
 def runs() -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""The gate's decision (rag_core.workbench.gate): the one-sided paired t-test with a margin, against a
+"""The gate's decision (rag_core.workbench.statistics.gate): the one-sided paired t-test with a margin, against a
 t statistic computed by hand and scipy's, Holm over several metrics, and the edge cases."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from scipy.stats import t as student_t
 from scipy.stats import ttest_rel
 
 from rag_core.errors import BadInput
-from rag_core.workbench.gate import gate_values, per_query_values, worse_p_value
+from rag_core.workbench.statistics.gate import gate_values, per_query_values, worse_p_value
 
 BASE = {"q1": 0.50, "q2": 0.70, "q3": 0.40, "q4": 0.90, "q5": 0.60}
 CAND = {"q1": 0.40, "q2": 0.55, "q3": 0.35, "q4": 0.80, "q5": 0.58}  # worse on every query

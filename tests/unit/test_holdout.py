@@ -1,4 +1,4 @@
-"""Held-out queries (rag_core.workbench.holdout): the split is seeded, deterministic, disjoint and of the
+"""Held-out queries (rag_core.workbench.statistics.holdout): the split is seeded, deterministic, disjoint and of the
 right size; per-part metrics are the means over each part; sweep files check the two keys."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from sweep_fixtures import tiny_corpus  # noqa: F401 - fixture
 
 from rag_core.config import ConfigError
 from rag_core.workbench import load_sweep
-from rag_core.workbench.holdout import part_metrics, split_queries
+from rag_core.workbench.statistics.holdout import part_metrics, split_queries
 
 IDS = [f"q{number:02d}" for number in range(1, 37)]
 

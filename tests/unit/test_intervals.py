@@ -1,4 +1,4 @@
-"""Bootstrap intervals (rag_core.workbench.intervals): equal to scipy's percentile bootstrap with the same
+"""Bootstrap intervals (rag_core.workbench.statistics.intervals): equal to scipy's percentile bootstrap with the same
 generator, hand-checked tiny cases, and the table columns and text they become."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from rag_core.workbench.compare import comparison_table
-from rag_core.workbench.holdout import split_queries
-from rag_core.workbench.intervals import bootstrap_interval, metric_interval, shown_with_intervals
+from rag_core.workbench.reports.compare import comparison_table
+from rag_core.workbench.statistics.holdout import split_queries
+from rag_core.workbench.statistics.intervals import bootstrap_interval, metric_interval, shown_with_intervals
 
 VALUES = np.random.default_rng(3).uniform(0, 1, 30)
 

@@ -1,4 +1,4 @@
-"""Paired tests without ranx (rag_core.workbench.paired_tests): the same means, p-values and win/tie/loss
+"""Paired tests without ranx (rag_core.workbench.statistics.paired_tests): the same means, p-values and win/tie/loss
 as ranx.compare's Student's t on random rankings, a hand-checked case, and the report's text."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 import pytest
 from scipy import stats
 
-from rag_core.workbench.paired_tests import paired_report, per_query_values
+from rag_core.workbench.statistics.paired_tests import paired_report, per_query_values
 
 METRICS = ["ndcg@10", "recall@5", "mrr"]
 

@@ -1,4 +1,4 @@
-"""03-compare's plots (rag_core.workbench.plots), read back from the drawn figure: metric-vs-setting draws
+"""03-compare's plots (rag_core.workbench.reports.plots), read back from the drawn figure: metric-vs-setting draws
 each run's bootstrap interval as its error bar and the winner as a star; quality-vs-latency numbers every
 dot by its rank with labels that overlap no other label and no dot, lists each number's full setting,
 and marks the Pareto front and the winner."""
@@ -16,7 +16,7 @@ matplotlib.use("Agg")
 
 import matplotlib.pyplot as plt  # noqa: E402
 
-from rag_core.workbench.plots import (_overlap, _place_labels, plot_metric_vs, plot_metric_vs_settings,  # noqa: E402
+from rag_core.workbench.reports.plots import (_overlap, _place_labels, plot_metric_vs, plot_metric_vs_settings,  # noqa: E402
                                       plot_quality_vs_latency)
 
 METRIC, LATENCY = "page/ndcg@10", "latency/total_p50_ms"
@@ -121,7 +121,7 @@ def test_labels_of_crowded_dots_are_pushed_apart():
 
 
 def test_the_token_count_legend_covers_no_bar():
-    from rag_core.workbench.plots import plot_token_truncation
+    from rag_core.workbench.reports.plots import plot_token_truncation
 
     counts = [value for n, value in enumerate(range(150, 800, 22)) for _ in range(5 + n % 3)]  # no empty corner
     ax = plot_token_truncation(counts, 256)

@@ -1,4 +1,4 @@
-"""Winners that hold up (rag_core.workbench.selection): the paired t-test against scipy, Holm's adjustment and
+"""Winners that hold up (rag_core.workbench.statistics.selection): the paired t-test against scipy, Holm's adjustment and
 the one-standard-error rule on hand-computed values; the ``select`` key of sweep files."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from sweep_fixtures import tiny_corpus  # noqa: F401 - fixture
 
 from rag_core.config import ConfigError
 from rag_core.workbench import load_sweep
-from rag_core.workbench.selection import Cost, holm, paired_t_test, select
+from rag_core.workbench.statistics.selection import Cost, holm, paired_t_test, select
 
 # query -> run: "A" is best (mean 0.75); hand-computed below
 TABLE = pd.DataFrame({

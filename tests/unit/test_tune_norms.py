@@ -2,7 +2,7 @@
 
 import pytest
 
-from rag_core.workbench.fusion_tuning import parse_norms
+from rag_core.workbench.search.fusion_tuning import parse_norms
 
 
 def test_all_is_every_normalisation_but_none_with_the_setting_first():
