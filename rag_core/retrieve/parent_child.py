@@ -56,15 +56,6 @@ def collapse_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[
     return list(parents.values())
 
 
-def _mean_top2(scores: list[float]) -> float:
-    """The mean of the two best scores (the one score of a parent with one child)."""
-    best = sorted(scores, reverse=True)[:2]
-    return sum(best) / len(best)
-
-
-POOLINGS: dict[str, Callable[[list[float]], float]] = {"max": max, "mean_top2": _mean_top2}
-
-
 PAGE_POOLS = ("max", "sum", "mean_top")  # page_score's pooling rules (config adds "first": no pooling)
 
 
@@ -81,6 +72,11 @@ def pool_scores(scores: Sequence[float], rule: str, top_m: int = 2) -> float:
         best = sorted(scores, reverse=True)[:max(1, top_m)]
         return sum(best) / len(best)
     raise ValueError(f"unknown page score {rule!r}: one of {', '.join(PAGE_POOLS)}")
+
+
+# dense_pooling's rules: a unit's best window, or the mean of its two best (its one score when it has one)
+POOLINGS: dict[str, Callable[[list[float]], float]] = {"max": max,
+                                                       "mean_top2": lambda scores: pool_scores(scores, "mean_top", 2)}
 
 
 def pool_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[str, str], pooling: str = "max",
