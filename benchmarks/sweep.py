@@ -34,9 +34,9 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-from rag_core.workbench.reports.compare import load_runs  # noqa: E402
 from rag_core.paths import EXPERIMENTS_DIR  # noqa: E402
 from rag_core.workbench import load_sweep, run_sweep  # noqa: E402
+from rag_core.workbench.reports.compare import load_runs  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
 MAX_RATIO, MAX_POINT_OVERHEAD_S = 3.0, 2.0

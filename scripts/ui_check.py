@@ -129,9 +129,9 @@ def evaluated_store(folder: Path, queries: int = 3) -> dict[str, str]:
 
 
 def check_mlflow(folder: Path) -> dict:
+    from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC
     from rag_core.workbench.tracking.experiment_view import runs_view_url
     from rag_core.workbench.tracking.tracker import mlflow_metric_name
-    from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC
 
     logged = evaluated_store(folder)
     port = free_port()

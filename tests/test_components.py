@@ -154,8 +154,8 @@ def test_constructing_an_index_or_a_pipeline_does_no_work(corpus, tmp_path, monk
 # --- plugins ------------------------------------------------------------------------------------
 PLUGIN = '''
 from rag_core.components import Setting
-from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever
 from rag_core.records import ScoredId
+from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever
 
 
 @RETRIEVERS.register("{name}", help="first chunks first", settings=[Setting("{name}_skip", int, 0, "chunks skipped", minimum=0)])

@@ -17,8 +17,8 @@ from rag_core.records import Document
 from rag_core.retrieve.cache import ScoreCache
 from rag_core.retrieve.embedding.embedder import Embedder
 from rag_core.retrieve.index import Index
-from rag_core.retrieve.retrievers import Query
 from rag_core.retrieve.pipeline import Pipeline
+from rag_core.retrieve.retrievers import Query
 from rag_core.retrieve.windows import WINDOW_MARK
 from rag_core.service import QueryResult
 from rag_core.workbench.reports.text import format_explain

@@ -12,8 +12,8 @@ from mlflow.tracking import MlflowClient
 from sweep_fixtures import sqlite_uri, tiny_corpus  # noqa: F401 - fixtures
 
 from rag_core.config import RagConfig, load_config, setting_names
-from rag_core.workbench.execution.evaluation import config_from_parameters, evaluate_and_log, load_eval_inputs
 from rag_core.paths import NOTEBOOKS_DIR, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
+from rag_core.workbench.execution.evaluation import config_from_parameters, evaluate_and_log, load_eval_inputs
 from rag_core.workbench.tracking.tracker import Tracker, TrackingTarget
 
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))

@@ -13,10 +13,10 @@ from conftest import run_cli
 from mlflow.tracking import MlflowClient
 from sweep_fixtures import smoke_sweep, sqlite_uri, tiny_corpus  # noqa: F401 - fixtures
 
-from rag_core.workbench.reports.text import format_sweep
 from rag_core.paths import EXPERIMENTS_DIR
 from rag_core.workbench import load_sweep, run_sweep
 from rag_core.workbench.reports.sweep_report import read_sweep_holdout
+from rag_core.workbench.reports.text import format_sweep
 
 pytestmark = pytest.mark.slow
 METRIC = "page/ndcg@10"

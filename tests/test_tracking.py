@@ -13,13 +13,13 @@ from mlflow.tracking import MlflowClient
 from sweep_fixtures import files_containing, tiny_corpus, tracking_uri  # noqa: F401 - fixtures
 
 from rag_core.config import RagConfig
-from rag_core.ingest.corpus import Corpus
 from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import load_golden
-from rag_core.ingest.files import read_documents
 from rag_core.evaluate.metrics import metric_names
-from rag_core.paths import PROJECT_ROOT
 from rag_core.evaluate.relevance import LEVELS
+from rag_core.ingest.corpus import Corpus
+from rag_core.ingest.files import read_documents
+from rag_core.paths import PROJECT_ROOT
 from rag_core.workbench.tracking.tracker import (
     SecretInRun,
     Tracker,

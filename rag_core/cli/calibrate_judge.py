@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     config = config_from_args(args)
     from rag_core.evaluate.judge_labels import load_labels
     from rag_core.llm import LLMClient
-    from rag_core.workbench.statistics.judge_calibration import calibrate_judge, log_calibration
     from rag_core.workbench.reports.text import format_calibration
+    from rag_core.workbench.statistics.judge_calibration import calibrate_judge, log_calibration
 
     labels = load_labels(args.labels)
     client = LLMClient.from_config(config)  # no key: MissingAPIKey (exit 1) before any call

@@ -80,8 +80,8 @@ def dry_run(spec, args: argparse.Namespace) -> int:
     """Print what the sweep would cost (``rag_core.workbench.execution.cost``); run nothing."""
     from rag_core.workbench.execution.cost import estimate, machine
     from rag_core.workbench.execution.evaluation import load_eval_inputs
-    from rag_core.workbench.statistics.holdout import split_queries
     from rag_core.workbench.reports.text import format_estimate
+    from rag_core.workbench.statistics.holdout import split_queries
 
     store_dir = store_from_args(args)
     inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,

@@ -28,8 +28,8 @@ from typing import Any, Iterable, Sequence
 
 import yaml
 
-from rag_core.generate.answer import format_passages
 from rag_core.api_keys import redact
+from rag_core.generate.answer import format_passages
 from rag_core.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, delimited,
                           json_objects_in, new_nonce, retry_delay)
 from rag_core.records import Hit

@@ -27,8 +27,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rag_core.records import Chunk
 from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking, page_item_id
+from rag_core.records import Chunk
 from rag_core.retrieve.parent_child import pool_scores
 
 DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # what ranks runs by default: page level is comparable across chunk sizes; nDCG rewards order

@@ -13,11 +13,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rag_core.workbench.reports.compact_table import compact_table, swept_columns
-from rag_core.workbench.statistics.holdout import part_metrics, split_queries
-from rag_core.workbench.reports.text import format_sweep
-from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep
 from rag_core.workbench.execution.sweep_result import SweepResult
+from rag_core.workbench.reports.compact_table import compact_table, swept_columns
+from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep
+from rag_core.workbench.reports.text import format_sweep
+from rag_core.workbench.statistics.holdout import part_metrics, split_queries
 
 METRIC = "page/ndcg@10"
 QUERIES = [f"q{n:02d}" for n in range(36)]

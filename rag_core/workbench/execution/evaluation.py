@@ -31,8 +31,8 @@ from rag_core.evaluate.evaluator import EvalReport, evaluate_config
 from rag_core.evaluate.golden import GoldenQuery, load_golden
 from rag_core.ingest.corpus import Corpus, store_corpus
 from rag_core.ingest.files import read_documents
-from rag_core.service import store_access
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
+from rag_core.service import store_access
 from rag_core.workbench.tracking.datasets import log_golden_input
 from rag_core.workbench.tracking.tracker import Tracker, TrackingTarget, log_evaluation, tracking_errors
 
@@ -205,7 +205,7 @@ def config_from_parameters(namespace: Mapping[str, Any]) -> RagConfig:
     too; ``settings`` wins over it. Defaults come from the settings' declarations, not the notebook."""
     settings = dict(namespace.get("settings") or {})
     plugins = [*(namespace.get("plugins") or ()), *(settings.get("plugins") or ())]
-    load_plugins(plugins)  # first: their settings may be among the parameters
+    load_plugins(plugins)  # the notebook's one load of plugins, first: their settings may be parameters
     loose = {name: namespace[name] for name in setting_names() if name in namespace and name not in settings}
     return load_config(None, {**loose, **settings, **({"plugins": plugins} if plugins else {})})
 

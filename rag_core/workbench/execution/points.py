@@ -17,11 +17,11 @@ from typing import Any
 
 from rag_core.components import SETTINGS
 from rag_core.config import RagConfig
-from rag_core.workbench.execution.evaluation import RESULT_MIME
 from rag_core.paths import NOTEBOOKS_DIR
-from rag_core.workbench.tracking.tracker import TAG_PREFIX, Tracker, git_tags
+from rag_core.workbench.execution.evaluation import RESULT_MIME
 from rag_core.workbench.execution.kernels import WarmKernel
 from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec, path_str
+from rag_core.workbench.tracking.tracker import TAG_PREFIX, Tracker, git_tags
 
 NOTEBOOK = NOTEBOOKS_DIR / "02-evaluate.ipynb"
 POINT_HASH_TAG, SWEEP_HASH_TAG, KIND_TAG = TAG_PREFIX + "point_hash", TAG_PREFIX + "sweep_hash", TAG_PREFIX + "kind"

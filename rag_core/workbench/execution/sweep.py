@@ -55,14 +55,14 @@ from rag_core.workbench.execution.cost import record_runs
 from rag_core.workbench.execution.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.execution.executors import EXECUTORS, ExecutorCounts, PointExecutor, open_executor
 from rag_core.workbench.execution.executors import queries_without_torch  # noqa: F401 - its name here before executors
-from rag_core.workbench.tracking.tracker import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 from rag_core.workbench.execution.kernels import WarmKernel
 from rag_core.workbench.execution.points import NOTEBOOK, PointJob, PointOutcome
-from rag_core.workbench.search.run import run_search
 from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec, digest
-from rag_core.workbench.reports.sweep_report import plan_holdout, sweep_table
 from rag_core.workbench.execution.sweep_result import SweepResult
 from rag_core.workbench.execution.sweep_runs import finished_points, log_parent_summary, parent_run
+from rag_core.workbench.reports.sweep_report import plan_holdout, sweep_table
+from rag_core.workbench.search.run import run_search
+from rag_core.workbench.tracking.tracker import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 
 TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
 UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"

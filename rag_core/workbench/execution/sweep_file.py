@@ -55,8 +55,8 @@ from rag_core.ingest.chunking import chunker_key
 from rag_core.progress import progress
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
-from rag_core.workbench.statistics.holdout import check_holdout
 from rag_core.workbench.search.space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
+from rag_core.workbench.statistics.holdout import check_holdout
 from rag_core.workbench.statistics.selection import check_select
 
 PROGRESS_MIN_POINTS = 2000  # a grid this large takes seconds to check (about 0.5 ms a point): show a bar
@@ -218,7 +218,7 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     if isinstance(data.get("base"), dict) and data["base"].get("plugins"):
         data["base"] = {**data["base"], "plugins": list(file_plugins(data["base"]["plugins"], path))}
         plugins += data["base"]["plugins"]
-    load_plugins(plugins)
+    load_plugins(plugins)  # the sweep file's one load (after the CLI's, it finds them loaded)
     listed = data.get("points") or []
     if not isinstance(listed, list):
         raise ConfigError(f"{path}: 'points' must be a list of mappings of setting: value")

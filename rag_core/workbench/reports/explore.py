@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.ingest.corpus import Corpus
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, default_store_dir
-from rag_core.retrieve.pipeline import Pipeline, Retrieval
 from rag_core.records import Chunk
+from rag_core.retrieve.pipeline import Pipeline, Retrieval
 
 if TYPE_CHECKING:
     import pandas as pd

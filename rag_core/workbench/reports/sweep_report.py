@@ -34,12 +34,12 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 
 from rag_core.evaluate.golden import GoldenQuery
 from rag_core.retrieve.retrievers import RETRIEVERS
+from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
 from rag_core.workbench.reports.compare import baseline_run, comparison_table, latest_sweep, load_runs
 from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics, split_queries
 from rag_core.workbench.statistics.honest import WinnerReport, choose, default_config, extra_default_point, holdout_report
 from rag_core.workbench.statistics.intervals import load_per_query
 from rag_core.workbench.statistics.selection import BEST, SAME, WITHIN_ONE_SE, Selection
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
 from rag_core.workbench.tracking.tracker import Tracker
 
 if TYPE_CHECKING:

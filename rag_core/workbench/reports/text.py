@@ -28,13 +28,13 @@ if TYPE_CHECKING:
     from rag_core.evaluate.evaluator import EvalReport
     from rag_core.retrieve.pipeline import Retrieval
     from rag_core.service import QueryResult
-    from rag_core.workbench.execution.evaluation import EvalRun
-    from rag_core.workbench.statistics.honest import WinnerReport
-    from rag_core.workbench.statistics.judge_calibration import Calibration
     from rag_core.workbench.execution.cost import CostEstimate
-    from rag_core.workbench.search.driver import SearchHistory
+    from rag_core.workbench.execution.evaluation import EvalRun
     from rag_core.workbench.execution.sweep import SweepResult
     from rag_core.workbench.execution.sweep_file import SweepSpec
+    from rag_core.workbench.search.driver import SearchHistory
+    from rag_core.workbench.statistics.honest import WinnerReport
+    from rag_core.workbench.statistics.judge_calibration import Calibration
 
 
 # --- a query -------------------------------------------------------------------------------------
@@ -227,8 +227,8 @@ def format_sweep(result: "SweepResult", wide: bool = False) -> str:
     import pandas as pd
 
     from rag_core.workbench.reports.compact_table import WIDTH, compact_table
-    from rag_core.workbench.statistics.intervals import shown_with_intervals
     from rag_core.workbench.reports.sweep_report import VS_BEST_LEGEND
+    from rag_core.workbench.statistics.intervals import shown_with_intervals
 
     ranked_by = f"tune/{result.primary_metric}" if result.holdout else result.primary_metric
     if wide or ranked_by not in result.table:

@@ -32,8 +32,8 @@ from rag_core.evaluate.relevance import build_qrels
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Run
-from rag_core.retrieve.fusion.ranx import WEIGHTED_METHODS
 from rag_core.retrieve.fusion import FUSION_NORMS, make_fusion
+from rag_core.retrieve.fusion.ranx import WEIGHTED_METHODS
 from rag_core.retrieve.pipeline import Pipeline
 from rag_core.retrieve.retrievers import BUILT_IN_MODES, parse_mode, retriever_choices
 

@@ -24,11 +24,11 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics
-from rag_core.workbench.statistics.intervals import load_per_query
-from rag_core.workbench.search.driver import COMPLETE, RECORD_ATTR, REPEAT, STORAGE_TAG, STUDY_TAG, SearchHistory, TrialRecord
 from rag_core.workbench.execution.sweep_file import SweepSpec
 from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep, log_split
+from rag_core.workbench.search.driver import COMPLETE, RECORD_ATTR, REPEAT, STORAGE_TAG, STUDY_TAG, SearchHistory, TrialRecord
+from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics
+from rag_core.workbench.statistics.intervals import load_per_query
 from rag_core.workbench.tracking.tracker import Tracker
 
 if TYPE_CHECKING:

@@ -34,16 +34,16 @@ from rag_core.retrieve.rerank.base import rerank_unavailable
 from rag_core.retrieve.retrievers import uses_embedder
 from rag_core.workbench.execution.cost import describe_build, dense_built, load_throughputs, record_runs
 from rag_core.workbench.execution.evaluation import EvalInputs, load_eval_inputs
-from rag_core.workbench.statistics.honest import default_config
 from rag_core.workbench.execution.executors import PointExecutor, open_executor
 from rag_core.workbench.execution.points import NOTEBOOK, PointJob, PointOutcome
+from rag_core.workbench.statistics.honest import default_config
 from rag_core.workbench.search.driver import (STORAGE_TAG, STUDY_TAG, SearchDriver, SearchHistory, TrialScore, existing_trials,
                                        open_study)
-from rag_core.workbench.search.report import search_table
 from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec, digest
-from rag_core.workbench.reports.sweep_report import EXTRA_POINT, plan_holdout
 from rag_core.workbench.execution.sweep_result import SweepResult
 from rag_core.workbench.execution.sweep_runs import finished_points, log_parent_summary, parent_run
+from rag_core.workbench.reports.sweep_report import EXTRA_POINT, plan_holdout
+from rag_core.workbench.search.report import search_table
 from rag_core.workbench.tracking.tracker import TAG_PREFIX, Tracker, run_metrics
 
 STUDIES = "search/studies.db"  # in the store

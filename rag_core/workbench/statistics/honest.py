@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rag_core.config import ConfigError, RagConfig, load_config
+from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
 from rag_core.workbench.reports.compare import swept_settings
 from rag_core.workbench.statistics.holdout import PARTS, QuerySplit
 from rag_core.workbench.statistics.intervals import Interval, bootstrap_interval, metric_interval
 from rag_core.workbench.statistics.selection import LATENCY_COLUMN, Cost, Selection, select
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
 
 if TYPE_CHECKING:
     import pandas as pd

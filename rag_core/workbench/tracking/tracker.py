@@ -55,11 +55,11 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from rag_core._compat import StrEnum
 from rag_core.api_keys import KEY_ENV, redact, secret_values
 from rag_core.errors import BadInput, RunFailure
-from rag_core.paths import PROJECT_ROOT, default_tracking_uri
 from rag_core.evaluate.relevance import LEVELS, collapse_ranking
+from rag_core.paths import PROJECT_ROOT, default_tracking_uri
+from rag_core.workbench.reports.plots import plot_latency_by_stage, plot_retrieval_by_level
 from rag_core.workbench.tracking.experiment_view import experiment_tags, missing_tags
 from rag_core.workbench.tracking.mlflow_names import metric_name_from_mlflow, mlflow_metric_name
-from rag_core.workbench.reports.plots import plot_latency_by_stage, plot_retrieval_by_level
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
