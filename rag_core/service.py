@@ -61,7 +61,7 @@ log = logging.getLogger(__name__)
 def store_access(store_dir: Path):
     """Check that `store_dir` can be a store; turn OS and SQLite failures inside it into a StoreError."""
     if store_dir.exists() and not store_dir.is_dir():
-        raise BadInput(f"--store {store_dir} is a file, not a folder: give a folder for the index store")
+        raise BadInput(f"`store_dir` {store_dir} is a file, not a folder: give a folder for the index store")
     try:
         yield
     except (OSError, sqlite3.Error) as exc:
@@ -95,7 +95,7 @@ def ingest_directory(input_dir: Path, store_dir: Path, config: RagConfig, progre
         raise FileNotFoundError(f"input folder not found: {input_dir}")
     with store_access(store_dir):
         if foreign := foreign_folder(store_dir):
-            raise BadInput(f"--store {store_dir} holds {', '.join(foreign)} but no ingest wrote it (no "
+            raise BadInput(f"`store_dir` {store_dir} holds {', '.join(foreign)} but no ingest wrote it (no "
                            f"{' or '.join(STORE_MARKERS)}): give a new or empty folder for the store; nothing was changed")
         started = time.perf_counter()
         result = read_documents(input_dir, progress=progress, extract_tables=config.extract_tables,

@@ -50,14 +50,14 @@ def test_cpu_flags_are_read_from_cpuinfo(tmp_path: Path):
 
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
-def test_bf16_embeddings_pass_the_check_and_match_autocast(capsys):
+def test_bf16_embeddings_pass_the_check_and_match_autocast(caplog):
     import torch
 
     embedder = Embedder(MODEL, backend="bf16")
     texts = list(bf16.SAMPLE_PASSAGES[:4])
     vectors, _ = embedder.embed_documents(texts)
     assert embedder.encoder.active and embedder.backend_used == "bf16"
-    assert "bf16 refused" not in capsys.readouterr().err
+    assert "bf16 refused" not in caplog.text
     model = load_embedder(MODEL).model
     fp32 = model.encode_document(texts, normalize_embeddings=True, convert_to_numpy=True)
     with torch.autocast("cpu", dtype=torch.bfloat16):
@@ -69,29 +69,29 @@ def test_bf16_embeddings_pass_the_check_and_match_autocast(capsys):
     assert embedder.encoder.agreement.ranks_agree == len(bf16.SAMPLE_QUERIES)
 
 
-def test_bf16_is_refused_announced_without_the_cpu_flags(monkeypatch, capsys):
+def test_bf16_is_refused_announced_without_the_cpu_flags(monkeypatch, caplog):
     monkeypatch.setattr(bf16, "cpu_has_bf16", lambda: False)
     monkeypatch.setattr(bf16, "_ANNOUNCED", set())  # nothing said yet in this process
     embedder, torch_embedder = Embedder(MODEL, backend="bf16"), Embedder(MODEL)
     assert embedder.cache_name == torch_embedder.cache_name and embedder.backend_used == "torch"
     assert Embedder(MODEL, backend="bf16").backend_used == "torch"  # refused again, not said again
-    refused = [line for line in capsys.readouterr().err.splitlines() if "bf16 refused" in line]
+    refused = [message for message in caplog.messages if "bf16 refused" in message]
     assert len(refused) == 1 and "avx512_bf16" in refused[0]
     texts = list(bf16.SAMPLE_PASSAGES[:3])
     assert np.array_equal(embedder.embed_documents(texts)[0], torch_embedder.embed_documents(texts)[0])
 
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
-def test_bf16_is_refused_when_the_sample_disagrees(monkeypatch, capsys):
+def test_bf16_is_refused_when_the_sample_disagrees(monkeypatch, caplog):
     monkeypatch.setattr(bf16, "MIN_COSINE", 1.01)  # no cosine reaches it: a forced disagreement
     monkeypatch.setattr(bf16, "_ANNOUNCED", set())
     embedder = Embedder(MODEL, backend="bf16")
     assert not embedder.encoder.active and embedder.backend_used == "torch"
-    assert "disagrees with fp32: min cosine" in capsys.readouterr().err
+    assert "disagrees with fp32: min cosine" in caplog.text
 
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
-def test_a_model_is_checked_once_per_process_and_judged_at_each_use(monkeypatch, capsys):
+def test_a_model_is_checked_once_per_process_and_judged_at_each_use(monkeypatch, caplog):
     import weakref
 
     from rag_core.retrieve.embedding.embedder import Bf16Encoder
@@ -106,7 +106,7 @@ def test_a_model_is_checked_once_per_process_and_judged_at_each_use(monkeypatch,
     assert encoders[2].agreement == encoders[0].agreement
     monkeypatch.setattr(bf16, "MIN_COSINE", 1.01)  # the same figures fail a stricter threshold
     assert not Embedder(MODEL, backend="bf16").encoder.active and len(calls) == 1
-    assert "disagrees with fp32" in capsys.readouterr().err
+    assert "disagrees with fp32" in caplog.text
 
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
@@ -116,7 +116,7 @@ def test_each_backend_has_its_own_cache_key():
 
 
 @pytest.mark.skipif(not HAS_BF16, reason="this CPU has no bf16")
-def test_bf16_reranker_checks_against_fp32_and_keys_its_scores(monkeypatch, capsys):
+def test_bf16_reranker_checks_against_fp32_and_keys_its_scores(monkeypatch, caplog):
     from rag_core.retrieve.rerank.cross_encoder import Reranker
 
     reranker, on_torch = Reranker(RERANKER, backend="bf16"), Reranker(RERANKER)
@@ -131,4 +131,4 @@ def test_bf16_reranker_checks_against_fp32_and_keys_its_scores(monkeypatch, caps
     refused = Reranker(RERANKER, backend="bf16")
     assert refused._cache_name == on_torch._cache_name
     assert refused.score("how do cells make energy", texts).scores == reference.scores
-    assert "re-rank backend bf16" in capsys.readouterr().err
+    assert "re-rank backend bf16" in caplog.text

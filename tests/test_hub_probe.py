@@ -48,7 +48,7 @@ def refused_hub(monkeypatch, tmp_path):
     os.environ.pop("HF_HUB_OFFLINE", None)  # set by the switch; monkeypatch restores the rest
 
 
-def test_a_pipeline_built_from_python_probes_the_hub_once_and_works_offline(refused_hub, tmp_path, capsys):
+def test_a_pipeline_built_from_python_probes_the_hub_once_and_works_offline(refused_hub, tmp_path, caplog):
     from huggingface_hub import constants
 
     port, probes = refused_hub
@@ -63,7 +63,7 @@ def test_a_pipeline_built_from_python_probes_the_hub_once_and_works_offline(refu
     with pytest.raises(ModelLoadError, match="the hub cannot be reached"):
         load_embedder("other/missing-model", fallback=False)  # settled: no second probe
     assert len(probes) == 1
-    err = capsys.readouterr().err
+    err = caplog.text
     announced = [line for line in err.splitlines() if "working offline" in line]
     assert len(announced) == 1 and f"127.0.0.1:{port}" in announced[0]
     assert "nobody/no-such-model-xyz" in err and "falling back" in err

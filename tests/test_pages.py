@@ -97,10 +97,13 @@ def test_page_units_are_kept_apart_and_reused_by_another_chunking(tmp_path, corp
     assert index.stats.pages == 4 and index.stats.as_metrics()["index/pages"] == 4.0
     folders = sorted(path.name for path in (tmp_path / "chunks").iterdir() if path.name.startswith("pages-"))
     assert len(folders) == 1 and any((tmp_path / "chunks" / folders[0]).glob("bm25-*"))
+    saved = next((tmp_path / "chunks" / folders[0]).glob("bm25-*")).stat()
     other = Index(tmp_path, corpus, _config("page_bm25", chunk_size=60))  # another chunking: the same pages
     other.build()
     assert other.chunking_key != index.chunking_key
-    assert other.retriever("page_bm25").inner.resources.stats.bm25_seconds == 0.0  # loaded, not rebuilt
+    again = next((tmp_path / "chunks" / folders[0]).glob("bm25-*")).stat()
+    assert (again.st_ino, again.st_mtime_ns) == (saved.st_ino, saved.st_mtime_ns)  # loaded, not rebuilt
+    assert other.stats.pages == 4 and other.stats.bm25_seconds == 0.0
     assert sorted(path.name for path in (tmp_path / "chunks").iterdir() if path.name.startswith("pages-")) == folders
     assert "index/pages" not in Index(tmp_path, corpus, _config("bm25")).build().as_metrics()  # no page retriever
 
@@ -129,7 +132,7 @@ def test_page_dense_windows_two_cold_builds_and_explain(tmp_path, corpus):
     fused = Index(tmp_path / "two", corpus, config, embedder=index.embedder)
     result = Pipeline(config, corpus, fused.store_dir, index=fused).retrieve(QUESTION)
     assert result.hits[0].chunk.page_start <= 2 <= result.hits[0].chunk.page_end
-    assert fused.retriever("page_dense").inner.resources.stats.embedded == 0  # the pages' vectors were kept
+    assert fused.stats.page_embedded == 0 and fused.stats.pages == 4  # the pages' vectors were kept
     explain = format_explain(QueryResult(result, None), config)
     header = explain.splitlines()[0]
     assert "page_bm25" in header and "page_dense" in header  # a column per retriever

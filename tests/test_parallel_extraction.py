@@ -75,11 +75,11 @@ def _dies_in_a_worker(path: Path, doc_id: str, parent: int) -> str:
     return f"{doc_id} read in {'the parent' if os.getpid() == parent else 'a worker'}"
 
 
-def test_a_broken_pool_is_announced_and_the_rest_read_in_this_process(capsys):
+def test_a_broken_pool_is_announced_and_the_rest_read_in_this_process(caplog):
     items = [(Path(f"{index:02d}"), f"doc-{index}") for index in range(8)]
     reader = partial(_dies_in_a_worker, parent=os.getpid())
     outcomes = list(files._read_all(reader, items, workers=2))
     assert [outcome.split()[0] for outcome in outcomes] == [doc_id for _, doc_id in items]  # every file, in order
     assert outcomes[3] == "doc-3 read in the parent"  # the file that killed its worker: read here
-    warning = [line for line in capsys.readouterr().err.splitlines() if "parallel extraction stopped" in line]
+    warning = [message for message in caplog.messages if "parallel extraction stopped" in message]
     assert len(warning) == 1 and "in this process" in warning[0]

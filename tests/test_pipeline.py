@@ -155,11 +155,12 @@ def test_candidates_are_reused_when_only_k_or_rerank_depth_change(sample_store):
     assert second.latency_ms == first.latency_ms  # the latency measured when they were computed
 
 
-def test_an_unloadable_cross_encoder_turns_reranking_off_announced_and_recorded(sample_store, tmp_path, capsys):
+def test_an_unloadable_cross_encoder_turns_reranking_off_announced_and_recorded(sample_store, tmp_path, caplog):
     missing = str(tmp_path / "no-such-cross-encoder")
     pipeline = open_pipeline(sample_store, RagConfig(rerank_depth=5, rerank_model=missing), progress=False)
     result = pipeline.retrieve("How do I rotate an API key?")
     assert "rerank" not in result.stages and "rerank" not in result.latency_ms
-    assert missing in capsys.readouterr().err
+    announced = [record for record in caplog.records if "re-ranking is off" in record.getMessage()]
+    assert len(announced) == 1 and announced[0].levelname == "WARNING" and missing in announced[0].getMessage()
     used = pipeline.models_used()["rerank_model_used"]
     assert used.startswith("none (unavailable: ") and "random" not in used

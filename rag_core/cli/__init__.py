@@ -36,7 +36,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 from rag_core.cli import calibrate_judge, components, feedback, finetune, gate, ingest, make_golden, query, repair  # noqa: E402
 from rag_core.cli import sweep, tune_fusion  # noqa: E402
 from rag_core.cli import eval as evaluate  # noqa: E402
-from rag_core.cli.common import EXIT_BAD_INPUT, EXIT_FAILURE, add_common_arguments, known_failure  # noqa: E402
+from rag_core.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, add_common_arguments, known_failure,  # noqa: E402
+                                 terminal_logging)
 from rag_core.config import ConfigError  # noqa: E402
 from rag_core.doc_ids import escape_terminal  # noqa: E402
 
@@ -88,24 +89,23 @@ def _main(argv: list[str] | None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s")
-    logging.getLogger("rag_core.ingest.files").setLevel(logging.ERROR)  # the ingest summary lists skipped files
-    try:
-        return args.run(args)
-    except FileNotFoundError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        _quiet_after_interrupt()
-        return 130
-    except Exception as exc:  # known failures (settings, inputs, models, LLM API) carry a readable message
-        failure = known_failure(exc)
-        if failure is None:
-            raise
-        message, code = failure
-        print(f"error: {escape_terminal(message)}", file=sys.stderr)
-        return code
+    with terminal_logging():  # the library logs; the terminal shows its warnings and notes (common.QUIET_LOGGERS)
+        try:
+            return args.run(args)
+        except FileNotFoundError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_BAD_INPUT
+        except KeyboardInterrupt:
+            print("interrupted", file=sys.stderr)
+            _quiet_after_interrupt()
+            return 130
+        except Exception as exc:  # known failures (settings, inputs, models, LLM API) carry a readable message
+            failure = known_failure(exc)
+            if failure is None:
+                raise
+            message, code = failure
+            print(f"error: {escape_terminal(message)}", file=sys.stderr)
+            return code
 
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a tool whose reader closed the pipe

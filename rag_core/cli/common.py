@@ -10,9 +10,13 @@ an empty store). Left out: the subcommands themselves (one module each, beside t
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import re
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator, Mapping
 
 from rag_core.api_keys import redact
 from rag_core.components import SETTINGS
@@ -82,9 +86,90 @@ def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
 
 
 def known_failure(exc: Exception) -> tuple[str, int] | None:
-    """(one-line message, exit code) for failures the user can act on; None for bugs (tracebacks)."""
+    """(one-line message, exit code) for failures the user can act on; None for bugs (tracebacks). The
+    parameters the library's message names (```store_dir```) are shown as their flags (``--store``)."""
     if isinstance(exc, BadInput):
-        return str(exc), EXIT_BAD_INPUT
+        return as_flags(str(exc)), EXIT_BAD_INPUT
     if isinstance(exc, RunFailure):
-        return redact(str(exc)), EXIT_FAILURE
+        return as_flags(redact(str(exc))), EXIT_FAILURE
     return None
+
+
+# --- parameters as flags ----------------------------------------------------------------------------
+# A library error names a parameter in backquotes (`input_dir`); the terminal shows its flag. Settings
+# are their own flags (`rerank_depth` -> --rerank-depth); these are the parameters whose flag differs
+# or that are no setting.
+PARAMETER_FLAGS = {
+    "input_dir": "--input", "store_dir": "--store", "golden": "--golden", "beir": "--beir",
+    "max_queries": "--max-queries", "workers": "--workers", "executor": "--executor", "alpha": "--alpha",
+    "margin": "--margin", "where": "--where", "self_supervised": "--self-supervised",
+}
+_NAMED = re.compile(r"`([a-z][a-z0-9_]*)`")
+
+
+def flag_of(parameter: str) -> str | None:
+    """The command-line flag of a library parameter or setting (None: it has none)."""
+    if parameter in PARAMETER_FLAGS:
+        return PARAMETER_FLAGS[parameter]
+    return "--" + parameter.replace("_", "-") if parameter in SETTINGS.names() else None
+
+
+def as_flags(message: str, flags: Mapping[str, str] | None = None) -> str:
+    """`message` with each backquoted parameter it names (`store_dir`) written as its flag (--store)."""
+    def flag(match: re.Match) -> str:
+        found = flags.get(match.group(1)) if flags is not None else flag_of(match.group(1))
+        return found or match.group(0)
+    return _NAMED.sub(flag, message)
+
+
+# --- what the terminal shows of the library's logging ------------------------------------------------
+QUIET_LOGGERS = {  # logger -> the least level shown on the terminal
+    "rag_core": logging.INFO,  # notes (INFO) and warnings of the library
+    "rag_core.ingest.files": logging.ERROR,  # skipped files: the ingest summary lists them
+    "rag_core.ingest.files.pool": logging.WARNING,  # a broken extraction pool is not in that summary
+    "rag_core.evaluate.judge": logging.WARNING,  # its retries are notes for a log file, not the terminal
+    "rag_core.retrieve.onnx_export": logging.WARNING,  # which exporter ran: likewise
+}
+TAGGED = "[rag] "  # a message that carries its own tag is shown as it is
+
+
+class TerminalFormat(logging.Formatter):
+    """``warning: <message>`` for a warning or worse, the bare message for a note (INFO), a tagged
+    message (``[rag] ...``) as it is."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        message = as_flags(record.message)
+        if record.levelno >= logging.WARNING and not message.startswith(TAGGED):
+            return f"warning: {message}"
+        return message
+
+
+class StderrHandler(logging.StreamHandler):
+    """A handler writing to ``sys.stderr`` as it is at each record (a test's capture, a redirection)."""
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def terminal_logging() -> Iterator[None]:
+    """While a command runs, the library's log records are shown on stderr as they always were (the
+    terminal's format, ``QUIET_LOGGERS``' levels); the handler and levels are put back after."""
+    root = logging.getLogger()
+    handler = StderrHandler()
+    handler.setFormatter(TerminalFormat())
+    levels = {name: logging.getLogger(name).level for name in QUIET_LOGGERS}
+    root.addHandler(handler)
+    for name, level in QUIET_LOGGERS.items():
+        logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)

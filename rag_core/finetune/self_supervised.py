@@ -64,7 +64,7 @@ def read_corpus(input_dir: str | Path | None, beir: str | Path | None, store_dir
                 show_progress: bool = False) -> tuple[Corpus, str]:
     """(documents, their name for the record) from a folder of files or a BEIR folder's corpus.jsonl only."""
     if (input_dir is None) == (beir is None):
-        raise BadInput("--self-supervised needs the documents: give --input DIR or --beir DIR (one of them)")
+        raise BadInput("`self_supervised` needs the documents: give `input_dir` DIR or `beir` DIR (one of them)")
     if beir is not None:
         from rag_core.evaluate.beir import load_beir_corpus
 

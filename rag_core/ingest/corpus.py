@@ -28,8 +28,8 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
-import sys
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -38,6 +38,8 @@ from typing import Any, Collection, Iterable, Iterator
 
 from rag_core.errors import DamagedStore, EmptyStore
 from rag_core.records import Document
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -263,13 +265,13 @@ def store_corpus(store_dir: str | Path) -> Corpus:
 @contextmanager
 def exclusive_lock(path: Path, on_wait: str | None = None) -> Iterator[None]:
     """Hold an exclusive ``flock`` on `path` (created if missing) for the block; released when the
-    block ends or the process dies. `on_wait` is printed to stderr when another holder makes us wait."""
+    block ends or the process dies. `on_wait` is logged (a note) when another holder makes us wait."""
     with open(path, "a") as handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             if on_wait:
-                print(on_wait, file=sys.stderr, flush=True)
+                log.info("%s", on_wait)
             fcntl.flock(handle, fcntl.LOCK_EX)
         yield
 

@@ -47,7 +47,8 @@ from rag_core.ingest.pdf_extract import read_pdf, readable_name
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Document
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(__name__)  # skipped files (the ingest summary lists them too)
+pool_log = log.getChild("pool")  # the extraction pool's own warnings
 
 PDF_SUFFIXES = {".pdf"}
 TEXT_SUFFIXES = {".txt", ".md"}
@@ -153,8 +154,8 @@ def _read_all(read: "partial[Document | str]", items: list[tuple[Path, str]], wo
                 done += 1
                 yield outcome
     except BrokenProcessPool as exc:
-        print(f"warning: parallel extraction stopped ({exc}); reading the remaining {len(items) - done} "
-              "file(s) in this process", file=sys.stderr)
+        pool_log.warning("parallel extraction stopped (%s); reading the remaining %d file(s) in this process",
+                         exc, len(items) - done)
         yield from (read(path, doc_id) for path, doc_id in items[done:])
 
 

@@ -27,7 +27,7 @@ def map_sdk_error(exc: Exception, provider: str, model: str, *, timeout_s: float
     if "APITimeoutError" in {cls.__name__ for cls in type(exc).__mro__}:
         waited = f" within llm_timeout_s={timeout_s:g} s" if timeout_s is not None else ""
         return LLMTimeout(
-            f"{where} did not answer{waited} (request timed out); raise RAG_LLM_TIMEOUT_S / --llm-timeout-s "
+            f"{where} did not answer{waited} (request timed out); raise RAG_LLM_TIMEOUT_S / `llm_timeout_s` "
             "for long answers, or try again later"
         )
     if status in (401, 403):

@@ -18,7 +18,7 @@ Left out: fp16 on CPUs (no native kernels), bf16 on Apple MPS.
 from __future__ import annotations
 
 import contextlib
-import sys
+import logging
 import weakref
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+log = logging.getLogger(__name__)
 MIN_COSINE = 0.99
 TOP_K = 3
 CPU_FLAGS = ("avx512_bf16", "amx_bf16")
@@ -127,10 +128,10 @@ def first_use(what: str, device: str, check: Callable[[], Agreement], model: Any
     if result is not None and not result.passed:
         missing = f"disagrees with fp32: {result.describe()}"
     if missing:
-        line = f"warning: {what}: bf16 refused ({missing}); running fp32"
+        line = f"{what}: bf16 refused ({missing}); running fp32"
         if line not in _ANNOUNCED:  # a demo opens an embedder per question and per chunking: said once
             _ANNOUNCED.add(line)
-            print(line, file=sys.stderr)
+            log.warning("%s", line)
         return None
     return result
 

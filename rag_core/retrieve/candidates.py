@@ -25,7 +25,7 @@ import functools
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rag_core.components.faults import BUILT_IN, calling
 from rag_core.ingest.corpus import Corpus
@@ -39,6 +39,9 @@ from rag_core.retrieve.parent_child import collapse_to_parents
 from rag_core.retrieve.retrievers import (RETRIEVERS, Query, checked_hits, checked_ranked, retriever_choices,
                                          uses_embedder)
 from rag_core.retrieve.routing import ROUTING_VERSION, Router
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 SHOWN_DOCUMENTS = 5  # of the document evidence's ranking, kept for --explain
 MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB each)
@@ -54,10 +57,28 @@ class Candidates:
     stage_latency: dict[str, tuple[str, ...]] = field(default_factory=dict)  # retriever -> the latency keys it took
 
 
+@dataclass(frozen=True)
+class Routed:
+    """Document routing's record: the documents it ranked, the documents left to search, its time."""
+    documents: list[ScoredId]  # best first ([] without route_docs and doc_evidence)
+    doc_ids: list[str] | None  # the documents the retrievers search (None: every one)
+    latency_ms: dict[str, float] = field(default_factory=dict)  # embed_query | route
+    info: dict[str, Any] = field(default_factory=dict)  # (nothing yet: routing shows its documents)
+
+
+@dataclass(frozen=True)
+class Searched:
+    """One query text through every retriever and the fusion (or the document evidence): the record."""
+    ranked: dict[str, list[ScoredId]]  # each retriever's name | "fused" -> best first
+    latency_ms: dict[str, float]  # <retriever> | embed_query | vector_search | fusion | doc_evidence -> ms
+    info: dict[str, Any] = field(default_factory=dict)  # what the retrievers did, for --explain
+    stage_latency: dict[str, tuple[str, ...]] = field(default_factory=dict)  # retriever -> the latency keys it took
+
+
 class FirstStage:
     """Routing, expansion, retrievers and fusion for one config over one index."""
 
-    def __init__(self, config: Any, index: Index) -> None:
+    def __init__(self, config: RagConfig, index: Index) -> None:
         self.config = config
         self.index = index
         self.choices = retriever_choices(config)  # the retrievers and their weights, in mode order
@@ -108,77 +129,88 @@ class FirstStage:
         return (*self.settings_key, query, normalise(where))
 
     def retrieve(self, text: str, where: Mapping[str, Any] | None = None) -> Candidates:
+        """Each step returns its record (``Routed``, ``Expanded``, ``Searched``); the candidates
+        assemble their lists, and their latency and info in the order the steps ran."""
         cfg = self.config
-        latency: dict[str, float] = {}
-        info: dict[str, Any] = {}
-        doc_ids = matching_documents(self.corpus, where)  # None: every document
         query = Query(text, self.index.embedder.embed_query if self.embeds else None)
-        routed: list[ScoredId] = []
-        if cfg.route_docs or self.evidence:
-            router = self.router  # built once per pipeline, not part of a query's latency
-            vector = None
-            if router.embedder is not None:
-                vector, latency["embed_query"] = query.vector()  # reused by the retrievers that embed
-            started = time.perf_counter()
-            routed = router.route(text, cfg.route_docs or len(router.doc_ids), doc_ids, vector, cfg.route_when == "named")
-            if routed and cfg.route_docs:  # none: the question names no document (route_when named): search every one
-                doc_ids = [item.id for item in routed]
-            latency["route"] = (time.perf_counter() - started) * 1000
+        routed = self._route(query, matching_documents(self.corpus, where))  # None: every document
         with calling(QUERY_EXPANSIONS.get(cfg.query_expansion), "expand"):
             expanded = self.expansion.expand(query)
-        _add(latency, expanded.latency_ms)
-        info.update(expanded.info)
         depth = cfg.retrieve_depth
         if cfg.child_size:  # enough children to fill retrieve_depth parents
             depth *= max(1, -(-cfg.chunk_size // cfg.child_size))
-        stage_latency: dict[str, tuple[str, ...]] = {}
-        searches = [self._search(searched, depth, doc_ids, latency, info, stage_latency) for searched in expanded.queries]
-        ranked = searches[0] if len(searches) == 1 else {
-            stage: reciprocal_rank_fusion([[hit.id for hit in found[stage]] for found in searches], k=cfg.rrf_k)
-            for stage in searches[0]
+        searches = [self._search(searched, depth, routed.doc_ids) for searched in expanded.queries]
+        ranked = searches[0].ranked if len(searches) == 1 else {
+            stage: reciprocal_rank_fusion([[hit.id for hit in found.ranked[stage]] for found in searches], k=cfg.rrf_k)
+            for stage in searches[0].ranked
         }
-        if self.evidence and routed:  # soft document evidence: the document ranking as a prior
-            ranked = {**ranked, "fused": self._with_evidence(expanded.queries, ranked["fused"], routed, depth, latency,
-                                                           info, stage_latency)}
+        steps: list[Any] = [routed, expanded, *searches]
+        if self.evidence and routed.documents:  # soft document evidence: the document ranking as a prior
+            steps.append(self._with_evidence(expanded.queries, ranked["fused"], routed.documents, depth))
+            ranked = {**ranked, **steps[-1].ranked}
         if cfg.child_size:
             parent_of = self.index.parent_of
             ranked = {"child": ranked["fused"], **{
                 stage: collapse_to_parents(found, parent_of, None if stage == "fused" and self.fusion else cfg.retrieve_depth)
                 for stage, found in ranked.items()}}
-        shown = routed if cfg.route_docs else routed[:SHOWN_DOCUMENTS]  # document evidence ranks them all
-        return Candidates(ranked, latency, info, shown, tuple(choice.name for choice in self.choices), stage_latency)
+        shown = routed.documents if cfg.route_docs else routed.documents[:SHOWN_DOCUMENTS]  # evidence ranks them all
+        return Candidates(ranked, summed(step.latency_ms for step in steps),
+                          {key: value for step in steps for key, value in step.info.items()}, shown,
+                          tuple(choice.name for choice in self.choices),
+                          {name: keys for found in searches for name, keys in found.stage_latency.items()})
 
-    def _with_evidence(self, queries: Sequence[Query], fused: list[ScoredId], documents: list[ScoredId], depth: int,
-                       latency: dict[str, float], info: dict[str, Any],
-                       stage_latency: dict[str, tuple[str, ...]]) -> list[ScoredId]:
-        """`fused` re-ranked with the document ranking (``doc_evidence``); with ``search``, the retrievers
-        also search within the best ``doc_evidence_docs`` documents, and that list is fused in too."""
-        within = None
+    def _route(self, query: Query, doc_ids: list[str] | None) -> Routed:
+        """Document routing (``route_docs``), or the document ranking of ``doc_evidence``, within `doc_ids`."""
+        cfg = self.config
+        if not (cfg.route_docs or self.evidence):
+            return Routed([], doc_ids)
+        router = self.router  # built once per pipeline, not part of a query's latency
+        latency: dict[str, float] = {}
+        vector = None
+        if router.embedder is not None:
+            vector, latency["embed_query"] = query.vector()  # reused by the retrievers that embed
+        started = time.perf_counter()
+        routed = router.route(query.text, cfg.route_docs or len(router.doc_ids), doc_ids, vector,
+                              cfg.route_when == "named")
+        if routed and cfg.route_docs:  # none: the question names no document (route_when named): search every one
+            doc_ids = [item.id for item in routed]
+        latency["route"] = (time.perf_counter() - started) * 1000
+        return Routed(routed, doc_ids, latency)
+
+    def _with_evidence(self, queries: Sequence[Query], fused: list[ScoredId], documents: list[ScoredId],
+                       depth: int) -> Searched:
+        """`fused` re-ranked with the document ranking (``doc_evidence``), as the ``fused`` stage; with
+        ``search``, the retrievers also search within the best ``doc_evidence_docs`` documents, and that
+        list is fused in too (those searches' latency and info are part of the record)."""
+        within, searches = None, []
         if DOC_EVIDENCE.get(self.config.doc_evidence).options.get("searches_documents"):
             best = [document.id for document in documents[:self.config.doc_evidence_docs]]
-            lists = [self._search(query, depth, best, latency, info, {})["fused"] for query in queries]
+            searches = [self._search(query, depth, best) for query in queries]
+            lists = [found.ranked["fused"] for found in searches]
             within = lists[0] if len(lists) == 1 else reciprocal_rank_fusion(
                 [[hit.id for hit in found] for found in lists], k=self.config.rrf_k)
         started = time.perf_counter()
         chunk_by_id = self.index.chunk_by_id
         combined = self.evidence.combine(fused, {chunk_id: chunk_by_id[chunk_id].doc_id for chunk_id in
                                                  {hit.id for hit in [*fused, *(within or ())]}}, documents, within)
-        _add(latency, {"doc_evidence": (time.perf_counter() - started) * 1000})
-        return combined
+        latency = summed([*(found.latency_ms for found in searches),
+                          {"doc_evidence": (time.perf_counter() - started) * 1000}])
+        return Searched({"fused": combined}, latency,
+                        {key: value for found in searches for key, value in found.info.items()})
 
-    def _search(self, query: Query, depth: int, doc_ids: Sequence[str] | None, latency: dict[str, float],
-                info: dict[str, Any], stage_latency: dict[str, tuple[str, ...]]) -> dict[str, list[ScoredId]]:
-        """One query text through every retriever (only `doc_ids`' chunks when given) and the fusion;
-        latencies add up into `latency`."""
+    def _search(self, query: Query, depth: int, doc_ids: Sequence[str] | None) -> Searched:
+        """One query text through every retriever (only `doc_ids`' chunks when given) and the fusion."""
         ranked: dict[str, list[ScoredId]] = {}
+        measured: list[Mapping[str, float]] = []  # each step's latency, in the order they ran
+        info: dict[str, Any] = {}
+        stage_latency: dict[str, tuple[str, ...]] = {}
         for retriever in self.retrievers:
             started = time.perf_counter()
             with calling(RETRIEVERS.get(retriever.name), "search"):
                 found = self.expansion.search(retriever, query, depth, doc_ids)
             found = checked_ranked(retriever.name, found, self.index.chunk_set.doc_of, doc_ids)
-            measured = found.latency_ms or {retriever.name: (time.perf_counter() - started) * 1000}
-            _add(latency, measured)
-            stage_latency[retriever.name] = tuple(measured)
+            measured.append(found.latency_ms or {retriever.name: (time.perf_counter() - started) * 1000})
+            stage_latency[retriever.name] = tuple(measured[-1])
             info.update(found.info)
             ranked[retriever.name] = list(found.hits)
         if self.fusion is not None:
@@ -188,15 +220,20 @@ class FirstStage:
                 ranked["fused"] = self.fusion.fuse([ranked[choice.name] for choice in self.choices], self.weights)
             if fusion.origin != BUILT_IN:  # (ranx's normalisations may give NaN: kept as they were)
                 checked_hits(fusion, "fuse", ranked["fused"], self.index.chunk_set.doc_of, doc_ids)
-            _add(latency, {"fusion": (time.perf_counter() - started) * 1000})
+            measured.append({"fusion": (time.perf_counter() - started) * 1000})
         else:
             ranked["fused"] = ranked[self.choices[0].name]
-        return ranked
+        return Searched(ranked, summed(measured), info, stage_latency)
 
 
-def _add(latency: dict[str, float], measured: Mapping[str, float]) -> None:
-    for stage, ms in measured.items():
-        latency[stage] = latency.get(stage, 0.0) + ms
+def summed(latencies: Iterable[Mapping[str, float]]) -> dict[str, float]:
+    """Stage -> milliseconds, added up over `latencies` (a stage measured twice, as ``embed_query`` by
+    routing and a retriever, adds up), in the order the stages first ran."""
+    total: dict[str, float] = {}
+    for latency in latencies:
+        for stage, ms in latency.items():
+            total[stage] = total.get(stage, 0.0) + ms
+    return total
 
 
 class CandidatesCache:
@@ -222,4 +259,4 @@ class CandidatesCache:
 
 
 CANDIDATES = CandidatesCache()  # per process: shared by every pipeline (sweep points in one kernel)
-__all__ = ["CANDIDATES", "Candidates", "CandidatesCache", "FirstStage"]
+__all__ = ["CANDIDATES", "Candidates", "CandidatesCache", "FirstStage", "Routed", "Searched", "summed"]

@@ -30,7 +30,7 @@ def parse_where(items: Iterable[str]) -> dict[str, list[str]]:
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
-            raise FilterError(f"--where {item!r}: expected KEY=VALUE, e.g. --where year=2018")
+            raise FilterError(f"`where` {item!r}: expected KEY=VALUE, e.g. `where` year=2018")
         parsed.setdefault(key.strip(), []).append(value.strip())
     return parsed
 

@@ -28,9 +28,9 @@ import functools
 import json
 import logging
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.components.faults import calling
 from rag_core.config import RagConfig
@@ -39,6 +39,7 @@ from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.extraction import prepare_corpus
 from rag_core.ingest.metadata import metadata_fields
 from rag_core.records import Chunk
+from rag_core.retrieve.build_stats import BuildStats
 from rag_core.retrieve.cache import ScoreCache
 from rag_core.retrieve.context import CONTEXT_VERSION, indexed_texts
 from rag_core.retrieve.embedding.embedder import Embedder
@@ -47,43 +48,13 @@ from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Resources, Retrie
 from rag_core.retrieve.retrievers.dense import manifest_name, windows_key
 from rag_core.retrieve.vector_stores import open_vector_store
 
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
+
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class BuildStats:
-    chunks: int = 0
-    children: int = 0  # child chunks searched (parent-child retrieval, child_size > 0)
-    chunk_seconds: float = 0.0
-    chunkings_built: int = 0  # 1 when this call chunked the corpus, 0 when chunks were reused
-    embedded: int = 0  # chunks embedded by the model (cache misses)
-    embed_cache_hits: int = 0
-    embed_seconds: float = 0.0
-    truncated: int = 0  # chunks longer than the embedding model reads
-    max_seq_length: int = 0
-    windows: int = 0  # vectors the dense index holds (a unit longer than the model's window has several)
-    unread_share: float = 0.0  # share of the indexed text dense search never reads (dense_pooling first)
-    bm25_seconds: float = 0.0
-    upsert_seconds: float = 0.0  # writing the vectors into the vector store
-    upserted: int = 0  # chunks written to the vector store (those it lacked)
-    pages: int = 0  # page units a page retriever indexes (page_bm25, page_dense); 0: none configured
-    page_seconds: float = 0.0  # building (or loading) the page retrievers' indexes, embedding included
-    page_embedded: int = 0  # page windows embedded by the model (cache misses)
-    page_windows: int = 0  # vectors page_dense holds (a page longer than the model's window has several)
-
-    PAGE_FIELDS = ("pages", "page_seconds", "page_embedded", "page_windows")  # reported only with page units
-
-    def as_metrics(self) -> dict[str, float]:
-        metrics = {f"index/{name}": float(value) for name, value in asdict(self).items()
-                   if self.pages or name not in self.PAGE_FIELDS}
-        if self.chunks:
-            metrics["index/truncated_share"] = self.truncated / self.chunks
-        if self.embed_seconds > 0 and self.embedded:
-            metrics["index/embed_chunks_per_s"] = self.embedded / self.embed_seconds
-        return metrics
-
-
-def chunking_settings(config: Any) -> dict[str, Any]:
+def chunking_settings(config: RagConfig) -> dict[str, Any]:
     """What decides the chunks a chunking key covers: the chunker's settings, and ``child_size`` when on
     (only then, so the keys of existing stores stay as they were)."""
     key = chunker_key(config)
@@ -161,8 +132,7 @@ class Index:
 
     @functools.cached_property
     def resources(self) -> Resources:
-        return Resources(self.store_dir, self.cache, self.embedder, self.stats, lambda: self.vector_store,
-                         self.progress)
+        return Resources(self.store_dir, self.cache, self.embedder, lambda: self.vector_store, self.progress)
 
     # --- chunks ---------------------------------------------------------------------------
     @property
@@ -241,7 +211,9 @@ class Index:
         if name not in self._retrievers:
             retriever = RETRIEVERS.load(name)(name, self.config, self.resources)
             with calling(RETRIEVERS.get(name), "build"):
-                retriever.build(self.chunk_set)
+                built = retriever.build(self.chunk_set)
+            if isinstance(built, BuildStats):  # what it did (None: nothing to report)
+                self.stats.add(built)
             self._retrievers[name] = retriever
         return self._retrievers[name]
 

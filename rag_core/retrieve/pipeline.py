@@ -11,15 +11,17 @@ Two lists come out: ``ranking``, the whole final order (the re-ranked head, then
 list in fused order), which evaluation scores to a fixed depth; and ``hits``, its first ``k``: the
 passages given to the LLM.
 
-When the configured re-ranker cannot be loaded, re-ranking is off for this pipeline: announced once
-per process on stderr and recorded in ``models_used()`` as ``none (unavailable: <cause>)``.
+Each stage returns a record (the first stage its ``Candidates``, re-ranking a ``Reranked``), and
+``retrieve`` assembles the latency and work it reports from them.
+When the configured re-ranker cannot be loaded, re-ranking is off for this pipeline: a warning logged
+once per process (``logging``; the CLI shows it on stderr) and recorded in ``models_used()`` as ``none (unavailable: <cause>)``.
 Left out: query rewriting beyond expansion.
 """
 
 from __future__ import annotations
 
 import functools
-import sys
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,7 +64,18 @@ def shown_stages(retrieval: Retrieval) -> list[str]:
     return [*dict.fromkeys([*SHORTHANDS["hybrid"], *retrieval.retrievers]), *FINAL_STAGES]
 
 
+@dataclass(frozen=True)
+class Reranked:
+    """Re-ranking's record: the re-ranker's order of the head, the final order of the head (after
+    ``rerank_fusion``), its time and its work."""
+    scored: list[ScoredId]  # the "rerank" stage: the first rerank_depth candidates by the re-ranker's score
+    head: list[ScoredId]  # what replaces the first rerank_depth candidates in the final order
+    latency_ms: dict[str, float]  # rerank
+    work: dict[str, int]  # rerank_pairs_scored, rerank_cache_hits
+
+
 _ANNOUNCED: set[str] = set()  # re-ranking models announced as unavailable in this process
+log = logging.getLogger(__name__)
 
 
 class Pipeline:
@@ -94,7 +107,7 @@ class Pipeline:
         self.rerank_unavailable = error.reason
         if reranker.model_name not in _ANNOUNCED:
             _ANNOUNCED.add(reranker.model_name)
-            print(f"[rag] re-ranking is off: {error}", file=sys.stderr, flush=True)
+            log.warning("[rag] re-ranking is off: %s", error)
         return None
 
     def models_used(self) -> dict[str, str]:
@@ -142,35 +155,40 @@ class Pipeline:
         cfg = self.config
         found, reused = self.candidates(query, where)
         ranked = dict(found.ranked)
-        latency = dict(found.latency_ms)
-        work = {"candidates_reused": int(reused)}
         final = ranked["fused"]
-        reranker = self.reranker
-        if reranker is not None and final:
-            started = time.perf_counter()
-            candidates = final[: cfg.rerank_depth]
-            with calling(RERANKERS.get(cfg.reranker), "score"):  # a plugin's fault: one line naming it
-                result = reranker.score(query, [self.index.chunk_by_id[hit.id].text for hit in candidates])
-            checked_scores(RERANKERS.get(cfg.reranker), "score", result.scores, len(candidates))
-            order = sorted(range(len(candidates)), key=lambda i: (-result.scores[i], i))
-            ranked["rerank"] = [ScoredId(candidates[i].id, result.scores[i]) for i in order]
-            # The model's time for these pairs, as measured when they were scored (maybe by an earlier
-            # run), plus this call's overhead: comparable across runs whatever the cache held.
-            elapsed = time.perf_counter() - started
-            latency["rerank"] = (elapsed - result.computed_seconds + result.model_seconds) * 1000
-            work.update(rerank_pairs_scored=result.pairs_scored, rerank_cache_hits=result.cache_hits)
-            head = ranked["rerank"]
-            if cfg.rerank_fusion == "rrf":  # the re-ranker's order and the first stage's, fused (same passages)
-                order = fuse_reranked([item.id for item in head], [item.id for item in candidates], "rrf", cfg.rrf_k)
-                by_id = {item.id: item for item in head}
-                head = [by_id[item] for item in order]
-            final = head + final[cfg.rerank_depth:]
-        order = [*found.retrievers, *FINAL_STAGES]
-        stages = self._hits_by_stage(ranked, order)
+        reranked = self._rerank(query, final) if self.reranker is not None and final else None
+        if reranked is not None:
+            ranked["rerank"] = reranked.scored
+            final = reranked.head + final[cfg.rerank_depth:]
+        latency = {**found.latency_ms, **(reranked.latency_ms if reranked else {})}
+        work = {"candidates_reused": int(reused), **(reranked.work if reranked else {})}
+        stages = self._hits_by_stage(ranked, [*found.retrievers, *FINAL_STAGES])
         ranking = self._hits(final, stages)
         children = [self.index.chunk_by_id[item.id] for item in ranked.get("child", ())]
         return Retrieval(query, ranking[: cfg.k], stages, latency, ranking, work, dict(found.expansion), children,
                          found.routed, describe(where) if where else "", found.retrievers, dict(found.stage_latency))
+
+    def _rerank(self, query: str, fused: list[ScoredId]) -> Reranked:
+        """The first ``rerank_depth`` of `fused` scored by the re-ranker (its record)."""
+        cfg, reranker = self.config, self.reranker
+        started = time.perf_counter()
+        candidates = fused[: cfg.rerank_depth]
+        with calling(RERANKERS.get(cfg.reranker), "score"):  # a plugin's fault: one line naming it
+            result = reranker.score(query, [self.index.chunk_by_id[hit.id].text for hit in candidates])
+        checked_scores(RERANKERS.get(cfg.reranker), "score", result.scores, len(candidates))
+        order = sorted(range(len(candidates)), key=lambda i: (-result.scores[i], i))
+        scored = [ScoredId(candidates[i].id, result.scores[i]) for i in order]
+        # The model's time for these pairs, as measured when they were scored (maybe by an earlier
+        # run), plus this call's overhead: comparable across runs whatever the cache held.
+        elapsed = time.perf_counter() - started
+        latency = {"rerank": (elapsed - result.computed_seconds + result.model_seconds) * 1000}
+        head = scored
+        if cfg.rerank_fusion == "rrf":  # the re-ranker's order and the first stage's, fused (same passages)
+            order = fuse_reranked([item.id for item in scored], [item.id for item in candidates], "rrf", cfg.rrf_k)
+            by_id = {item.id: item for item in scored}
+            head = [by_id[item] for item in order]
+        return Reranked(scored, head, latency, {"rerank_pairs_scored": result.pairs_scored,
+                                                "rerank_cache_hits": result.cache_hits})
 
     def _hits_by_stage(self, ranked: dict[str, Sequence[ScoredId]], order: Sequence[str]) -> dict[str, list[Hit]]:
         # chunk id -> stage -> (rank, score), over every stage the chunk appeared in

@@ -28,7 +28,7 @@ same vectors to ~1e-7. Left out: several devices at once.
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,8 @@ from rag_core.retrieve.embedding import EMBED_BACKENDS
 from rag_core.retrieve.embedding.onnx import open_encoder, open_exported, read_bf16_record, write_bf16_record
 from rag_core.retrieve.onnx_export import OnnxExportError
 from rag_core.retrieve.models import LoadedModel, half_precision, load_embedder, timed_import
+
+log = logging.getLogger(__name__)
 
 HEAD_CHARS_PER_TOKEN = 6  # count_truncated: heads this long (English: ~4.5 characters a token) usually decide
 
@@ -174,8 +176,7 @@ class Embedder:
                     self._query_encoder = open_encoder(self.loaded, Path(self.export_dir), False)
                     write_bf16_record(self.loaded, Path(self.export_dir), self.backend_used)
                 except (OnnxExportError, ImportError) as exc:
-                    print(f"warning: bf16 queries: no ONNX export ({exc}); queries run on torch in fp32",
-                          file=sys.stderr)
+                    log.warning("bf16 queries: no ONNX export (%s); queries run on torch in fp32", exc)
                 self.startup["load_ms"] = self.startup.get("load_ms", 0.0) + (time.perf_counter() - started) * 1000
         return self._query_encoder
 

@@ -28,7 +28,7 @@ import copy
 import functools
 import hashlib
 import json
-import sys
+import logging
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,6 +41,7 @@ from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.onnx_export import (EXPORTER_VERSION, FUSION, INT8_RECIPE, ExportSpec, import_onnxruntime,
                                            load_or_export, open_session, tokenizer_inputs)
 
+log = logging.getLogger(__name__)
 OUTPUT_NAME = "sentence_embedding"  # not "embedding": the exporter names the word-embedding lookup so
 QUERY_FILE = "query.json"  # beside model.onnx: what QueryEmbedder needs; written last
 QUERY_TOKENIZER_FILE = "query-tokenizer.json"  # the fast tokenizer, saved by the tokenizers library
@@ -234,7 +235,7 @@ def open_exported(name: str, fallback: bool, export_dir: Path, quantize: bool) -
     except FileNotFoundError:
         return None
     if source.announcement:
-        print(source.announcement, file=sys.stderr)
+        log.warning("%s", source.announcement)
     return LoadedModel(None, name, source.used, source.fallback), encoder
 
 

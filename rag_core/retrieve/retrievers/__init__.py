@@ -14,7 +14,7 @@ A retriever registers with its settings::
     from rag_core.retrieve.retrievers import RETRIEVERS, Retriever
 
     @RETRIEVERS.register("mine", help="...", settings=[Setting("mine_depth", int, 3, "...", minimum=1)])
-    class MyRetriever(Retriever): ...   # build(chunks) and search(query, depth, allowed_doc_ids)
+    class MyRetriever(Retriever): ...   # build(chunks) -> BuildStats | None, search(query, depth, allowed_doc_ids)
 
 Left out: retrievers chained (one re-ranking another's list) below the re-ranker.
 """
@@ -23,14 +23,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rag_core.components import SETTINGS, Registry, Setting, did_you_mean
+from rag_core.retrieve.build_stats import BuildStats
 from rag_core.retrieve.retrievers.base import (RETRIEVERS, ChunkSet, Query, Ranked, Resources, Retriever,
                                                checked_hits, checked_ranked, digest_key)
 from rag_core.retrieve.tokenizer import TOKENIZERS
 
-__all__ = ["BM25_BACKENDS", "RETRIEVERS", "SHORTHANDS", "ChunkSet", "Query", "Ranked", "Resources", "Retriever",
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
+
+__all__ = ["BM25_BACKENDS", "BuildStats", "RETRIEVERS", "SHORTHANDS", "ChunkSet", "Query", "Ranked", "Resources", "Retriever",
            "RetrieverChoice", "checked_hits", "checked_ranked", "digest_key", "parse_mode", "retriever_choices",
            "uses_embedder"]
 
@@ -97,7 +101,7 @@ def _mode_problem(mode: str) -> str | None:
     return None
 
 
-def retriever_choices(config: Any) -> tuple[RetrieverChoice, ...]:
+def retriever_choices(config: ConfigFields) -> tuple[RetrieverChoice, ...]:
     """The retrievers a config runs, with their weights (from ``mode``, else ``fusion_weights``)."""
     choices = parse_mode(config.mode)
     weights = tuple(config.fusion_weights)
@@ -108,7 +112,7 @@ def retriever_choices(config: Any) -> tuple[RetrieverChoice, ...]:
     return tuple(RetrieverChoice(choice.name, weight) for choice, weight in zip(choices, weights))
 
 
-def uses_embedder(config: Any) -> bool:
+def uses_embedder(config: ConfigFields) -> bool:
     """Whether a retriever of the config searches with the query's embedding (routing then uses it too)."""
     return any(RETRIEVERS.get(choice.name).options.get("embeds_query") for choice in parse_mode(config.mode))
 

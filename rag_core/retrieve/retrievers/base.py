@@ -13,7 +13,9 @@ Shapes:
 - ``Ranked``: a retriever's answer: ``ScoredId`` hits best first, the time it took split into
   latency stages when the retriever splits it, and what ``--explain`` may show.
 - ``Resources``: what retrievers share, built once per index: the store folder, the score cache, the
-  embedding model, the vector store and the build statistics.
+  embedding model and the vector store.
+- ``BuildStats`` (``rag_core.retrieve.build_stats``): what a ``build`` did (seconds, vectors embedded),
+  returned to the index, which adds it into its statistics.
 ``checked_ranked`` (``checked_hits``) holds every retriever's answer to the contract (a ``Ranked`` of ids it was given,
 each once, within the allowed documents, with finite scores); a breach is one ``ComponentFault``
 naming the retriever (``rag_core.components.faults``).
@@ -30,11 +32,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from rag_core.components import Registry
 from rag_core.components.faults import component_fault
 from rag_core.records import Chunk, ScoredId
+from rag_core.retrieve.build_stats import BuildStats
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 # Names a retriever may not take: the pipeline's own stages and latency keys, and the mode shorthand.
 RESERVED_NAMES = ("fused", "rerank", "child", "final", "fusion", "expansion", "route", "embed_query",
@@ -156,7 +162,6 @@ class Resources:
     store_dir: Path
     cache: Any  # rag_core.retrieve.cache.ScoreCache
     embedder: Any  # rag_core.retrieve.embedding.Embedder: loads nothing until it embeds
-    stats: Any  # rag_core.retrieve.index.BuildStats: retrievers add the work they do
     open_vector_store: Callable[[], Any]  # the configured VectorStore, opened on first call
     progress: bool = False
 
@@ -165,7 +170,7 @@ class Retriever(ABC):
     """Settings come from the config (``self.config``, the settings it declared at registration);
     ``build`` indexes (or loads) a ``ChunkSet`` under ``cache_key``; ``search`` ranks its chunks."""
 
-    def __init__(self, name: str, config: Any, resources: Resources) -> None:
+    def __init__(self, name: str, config: ConfigFields, resources: Resources) -> None:
         self.name = name  # its registered name: its stage in the ranked lists, traces and --explain
         self.config = config
         self.resources = resources
@@ -177,8 +182,9 @@ class Retriever(ABC):
         return f"{self.name}-{digest_key(*self.settings_key(), *chunks.context)}"
 
     @abstractmethod
-    def build(self, chunks: ChunkSet) -> None:
-        """Index `chunks` under ``cache_key(chunks)``, or load that index when it exists."""
+    def build(self, chunks: ChunkSet) -> BuildStats | None:
+        """Index `chunks` under ``cache_key(chunks)``, or load that index when it exists; returns what it
+        did (the ``BuildStats`` fields it measured; None: nothing to report)."""
 
     @abstractmethod
     def search(self, query: Query, depth: int, allowed_doc_ids: Sequence[str] | None = None) -> Ranked:

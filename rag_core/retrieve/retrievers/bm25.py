@@ -17,20 +17,24 @@ import shutil
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from rag_core.ingest.corpus import umask_mode
 from rag_core.retrieve.bm25 import BM25Index
+from rag_core.retrieve.build_stats import BuildStats
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
 from rag_core.retrieve.tokenizer import NUMBERS_VERSION
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 log = logging.getLogger(__name__)
 
 
 class BM25Retriever(Retriever):
-    def __init__(self, name: str, config: Any, resources: Resources) -> None:
+    def __init__(self, name: str, config: RagConfig, resources: Resources) -> None:
         super().__init__(name, config, resources)
         self.index: BM25Index | None = None
         self._doc_ids: np.ndarray | None = None  # the document of each index entry, in index order
@@ -41,9 +45,11 @@ class BM25Retriever(Retriever):
         numbers = (("numbers", NUMBERS_VERSION),) if getattr(cfg, "bm25_numbers", False) else ()
         return f"bm25-{digest_key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b, *chunks.context, *numbers)}"
 
-    def build(self, chunks: ChunkSet) -> None:
+    def build(self, chunks: ChunkSet) -> BuildStats:
+        """Loads the saved index, or builds and saves it (its seconds: ``bm25_seconds``)."""
+        built = BuildStats()
         if self.index is not None:
-            return
+            return built
         cfg = self.config
         directory = chunks.folder / self.cache_key(chunks)
         if directory.exists():
@@ -69,11 +75,12 @@ class BM25Retriever(Retriever):
                 temp.rename(directory)
             except OSError:  # built by another process meanwhile
                 shutil.rmtree(temp, ignore_errors=True)
-            self.resources.stats.bm25_seconds = time.perf_counter() - started
+            built.bm25_seconds = time.perf_counter() - started
             self.index = index
         doc_of = chunks.doc_of
         self._doc_ids = np.array([doc_of[item] for item in self.index.ids], dtype=object)
         self._chunks = chunks
+        return built
 
     def mask(self, allowed_doc_ids: Sequence[str] | None) -> np.ndarray | None:
         """Which index entries belong to `allowed_doc_ids` (None: no restriction)."""

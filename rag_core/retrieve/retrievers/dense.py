@@ -25,17 +25,19 @@ Left out: several embedding models fused inside one retriever (register two retr
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
 from rag_core.errors import DamagedStore
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.records import Chunk, ScoredId
+from rag_core.retrieve.build_stats import BuildStats
 from rag_core.retrieve.parent_child import pool_rows, pool_to_parents
 from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources, Retriever, digest_key
 from rag_core.retrieve.retrievers.dense_matrix import read_matrix, write_matrix
@@ -44,19 +46,24 @@ from rag_core.retrieve.vector_stores import manifest_key
 from rag_core.retrieve.vector_stores.exact import ExactSearch, by_score_then_id
 from rag_core.retrieve.windows import Window, WindowStats, default_stride, unread_warning, windows_of
 
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
+    from rag_core.config import RagConfig
+
 ANN_SAMPLE = 20  # queries searched exactly too when search is approximate, to measure its recall
 WINDOW_DEPTH = 4  # approximate search with windows: windows asked of the store per unit wanted
-_WARNED: set[str] = set()  # collections whose unread-text warning this process printed
+_WARNED: set[str] = set()  # collections whose unread-text warning this process logged
+log = logging.getLogger(__name__)
 
 
-def search_mode(config: Any, chunks: int) -> str:
+def search_mode(config: ConfigFields, chunks: int) -> str:
     """``exact`` or ``approximate``: what ``dense_search`` means for a collection of `chunks` chunks."""
     if config.dense_search == "auto":
         return "exact" if chunks <= config.dense_exact_max else "approximate"
     return config.dense_search
 
 
-def windows_key(config: Any) -> tuple:
+def windows_key(config: ConfigFields) -> tuple:
     """What windows add to a collection's key: () without windows (``dense_pooling: first``, the keys
     of before), else the stride setting (pooling is applied at search time and shares the vectors)."""
     pooling = getattr(config, "dense_pooling", "first")
@@ -73,7 +80,7 @@ def manifest_name(model: str, context_key: Any, vector_store: str, windows: tupl
 
 
 class DenseRetriever(Retriever):
-    def __init__(self, name: str, config: Any, resources: Resources) -> None:
+    def __init__(self, name: str, config: RagConfig, resources: Resources) -> None:
         super().__init__(name, config, resources)
         self.collection: str | None = None
         self.vector_store: Any = None
@@ -152,29 +159,32 @@ class DenseRetriever(Retriever):
                 Window(unit.id, unit.id, 0, 1, 0, 0, 0, 0)]
         return windows
 
-    def _report_windows(self, manifest: dict[str, Any], collection: str) -> None:
+    def _report_windows(self, manifest: dict[str, Any], collection: str) -> BuildStats:
         """Build statistics from the manifest, and the unread-text warning (once per collection and process)."""
-        stats = self.resources.stats
-        stats.truncated = manifest["truncated"]
-        stats.max_seq_length = manifest["max_seq_length"]
         found = manifest.get("window_stats")
         if not found:  # a manifest written before windows: its units' lengths were not measured
-            stats.windows = manifest["chunks"]
-            return
+            return BuildStats(truncated=manifest["truncated"], max_seq_length=manifest["max_seq_length"],
+                              windows=manifest["chunks"])
         measured = WindowStats(**found)
-        stats.windows = measured.windows if self.windowed else measured.units
-        stats.unread_share = 0.0 if self.windowed else measured.unread_share_first
         warning = unread_warning(measured, self.pooling, manifest["max_seq_length"])
         if warning and collection not in _WARNED:
             _WARNED.add(collection)
-            print(warning, file=sys.stderr, flush=True)
+            log.warning("%s", warning.removeprefix("warning: "))
+        return BuildStats(truncated=manifest["truncated"], max_seq_length=manifest["max_seq_length"],
+                          windows=measured.windows if self.windowed else measured.units,
+                          unread_share=0.0 if self.windowed else measured.unread_share_first)
 
-    def build(self, chunks: ChunkSet) -> None:
-        if self.collection is not None or self._open_matrix(chunks):
-            return
+    def build(self, chunks: ChunkSet) -> BuildStats:
+        """Opens the complete collection (or its matrix file), or embeds and writes what it lacks;
+        returns what it did (vectors embedded and written, seconds, the manifest's window counts)."""
+        if self.collection is not None:
+            return BuildStats()
+        opened = self._open_matrix(chunks)
+        if opened is not None:
+            return opened
         if self.vector_store is None:  # before loading the model: a server that is down fails at once
             self.vector_store = self.resources.open_vector_store()
-        stats, embedder = self.resources.stats, self.embedder
+        stats, embedder = BuildStats(), self.embedder
         model = embedder.cache_name  # the model's name, plus the backend when not plain torch
         manifest_path = self.manifest_path(chunks)
         collection = self.collection_name(chunks)
@@ -229,7 +239,7 @@ class DenseRetriever(Retriever):
             stats.embed_seconds = embed_stats.seconds
         else:
             units, chunks = chunks, self._searched(chunks, listed)
-        self._report_windows(manifest, collection)
+        stats.add(self._report_windows(manifest, collection))
         self.collection = collection
         self._chunks = chunks
         self.mode = search_mode(self.config, len(units.chunks))
@@ -237,30 +247,32 @@ class DenseRetriever(Retriever):
             self.exact = self._exact_index(chunks)
             if read_matrix(manifest_path, manifest, chunks) is None:
                 write_matrix(manifest_path, manifest, self.exact)
+        return stats
 
-    def _open_matrix(self, chunks: ChunkSet) -> bool:
+    def _open_matrix(self, chunks: ChunkSet) -> BuildStats | None:
         """Exact search from the matrix file beside a complete collection's manifest, opening no vector
-        store (``dense_matrix``); False when search is approximate or the file is missing or stale."""
+        store (``dense_matrix``): the manifest's statistics; None when search is approximate or the file
+        is missing or stale."""
         if search_mode(self.config, len(chunks.chunks)) != "exact":
-            return False
+            return None
         manifest_path = self.manifest_path(chunks)
         try:  # a damaged manifest is named and rebuilt by ``build``
             manifest = read_manifest(manifest_path, self.resources.store_dir)
         except (OSError, DamagedStore):
-            return False
+            return None
         if manifest.get("collection") != self.collection_name(chunks):
-            return False
+            return None
         listed = self._windows_from_manifest(chunks, manifest)
         if listed is None:
-            return False
+            return None
         searched = self._searched(chunks, listed)
         found = read_matrix(manifest_path, manifest, searched)
         if found is None:
-            return False
+            return None
         check_chroma(self.resources.store_dir)  # the matrix is Chroma's copy: a damaged store is named, not read around
-        self._report_windows(manifest, manifest["collection"])
+        stats = self._report_windows(manifest, manifest["collection"])
         self.collection, self._chunks, self.mode, self.exact = manifest["collection"], searched, "exact", found
-        return True
+        return stats
 
     def _exact_index(self, chunks: ChunkSet) -> ExactSearch:
         """The collection's vectors as stored (a store with ``vectors``), else from the embedding cache."""

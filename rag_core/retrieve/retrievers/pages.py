@@ -24,14 +24,17 @@ Left out: page units under a metadata filter of their own, pages split at tables
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.ingest.corpus import stored_version
 from rag_core.records import Chunk, ScoredId
+from rag_core.retrieve.build_stats import BuildStats
 from rag_core.retrieve.context import indexed_texts
 from rag_core.retrieve.retrievers.base import RETRIEVERS, ChunkSet, Query, Ranked, Resources, Retriever, digest_key
 from rag_core.retrieve.tokenizer import get_tokenizer
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 PAGES_VERSION = 1  # part of the page units' key: bump when what a unit holds changes
 INFO_PREFIX = "page_units/"  # Ranked.info key: page_units/<retriever> -> chunk id -> what page it came from
@@ -67,7 +70,7 @@ class PageRetriever(Retriever):
 
     inner_name = ""  # the chunk retriever run over pages
 
-    def __init__(self, name: str, config: Any, resources: Resources) -> None:
+    def __init__(self, name: str, config: RagConfig, resources: Resources) -> None:
         super().__init__(name, config, resources)
         self.inner: Retriever | None = None
         self.pages: ChunkSet | None = None
@@ -100,28 +103,26 @@ class PageRetriever(Retriever):
 
     def _inner(self) -> Retriever:
         if self.inner is None:
-            own = replace(self.resources, stats=type(self.resources.stats)())  # the page units' own counts
-            self.inner = RETRIEVERS.load(self.inner_name)(self.name, self.inner_config(), own)
+            self.inner = RETRIEVERS.load(self.inner_name)(self.name, self.inner_config(), self.resources)
         return self.inner
 
-    def build(self, chunks: ChunkSet) -> None:
+    def build(self, chunks: ChunkSet) -> BuildStats:
+        """Builds (or loads) the inner index over the pages; returns the page units' own counts, apart
+        from the chunk retrievers' (``pages``, ``page_seconds``, ``page_embedded``, ``page_windows``)."""
         if self._chunks_of:
-            return
+            return BuildStats()
         started = time.perf_counter()
         pages = self.page_set(chunks)
         inner = self._inner()
-        inner.build(pages)
+        own = inner.build(pages) or BuildStats()
         chunks_of: dict[str, list[str]] = {}
         for chunk in sorted(chunks.chunks, key=lambda item: (item.doc_id, item.char_start, item.id)):
             for page in range(chunk.page_start, chunk.page_end + 1):
                 chunks_of.setdefault(page_id(chunk.doc_id, page), []).append(chunk.id)
         self._chunks_of = chunks_of
         self._text = {chunk.id: chunk.text for chunk in chunks.chunks}
-        own, stats = inner.resources.stats, self.resources.stats
-        stats.pages = len(pages.chunks)
-        stats.page_seconds += time.perf_counter() - started
-        stats.page_embedded += own.embedded
-        stats.page_windows = max(stats.page_windows, own.windows)
+        return BuildStats(pages=len(pages.chunks), page_seconds=time.perf_counter() - started,
+                          page_embedded=own.embedded, page_windows=own.windows)
 
     def _terms_of(self, chunk_id: str) -> frozenset[str]:
         found = self._terms.get(chunk_id)

@@ -29,7 +29,7 @@ class ChromaServerStore(ChromaVectorStore):
         self.url = f"http://{host}:{port}"
         self.timeout_s = timeout_s
         self._hint = (f"Is the server running? Start one with: chroma run --path DIR --host {host} --port {port} "
-                      f"(or use --vector-store chroma, the embedded store).")
+                      f"(or use `vector_store` chroma, the embedded store).")
         with self._calls("connecting"):
             httpx.get(f"{self.url}/api/v2/heartbeat", timeout=timeout_s).raise_for_status()
             client = chromadb.HttpClient(host=host, port=port, settings=chromadb.Settings(anonymized_telemetry=False))

@@ -54,7 +54,7 @@ class QdrantVectorStore:
         else:
             self.server = f"the Qdrant server at {url}"
             self._hint = (f"Is the server running? Start one with: docker run -p {urlsplit(url).port or 6333}:6333 "
-                          f"qdrant/qdrant (or use --vector-store qdrant:PATH, the local mode).")
+                          f"qdrant/qdrant (or use `vector_store` qdrant:PATH, the local mode).")
             self._client = QdrantClient(url=url, timeout=max(1, math.ceil(timeout_s)), check_compatibility=False)
         self._existing: set[str] = set()
 

@@ -73,17 +73,17 @@ def load_eval_inputs(
     """Corpus from `input_dir`, `beir` or the store; queries from `golden` (every evidence source
     must be a corpus document) or the BEIR qrels; the first `max_queries` of them."""
     if max_queries is not None and max_queries < 1:
-        raise BadInput(f"--max-queries must be at least 1, got {max_queries}")
+        raise BadInput(f"`max_queries` must be at least 1, got {max_queries}")
     started = time.perf_counter()
     if beir is not None:
         if input_dir is not None or golden is not None:
-            raise BadInput("--beir brings its own corpus and queries: leave out --input and --golden")
+            raise BadInput("`beir` brings its own corpus and queries: leave out `input_dir` and `golden`")
         documents, queries = load_beir(beir, split)
         corpus, corpus_name, golden_name = Corpus.of(documents), f"{Path(beir).resolve().name} (BEIR)", f"qrels {split}"
         golden_source = str(Path(beir).resolve())
     else:
         if golden is None:
-            raise BadInput("no golden set: give --golden FILE (or --beir DIR)")
+            raise BadInput("no golden set: give `golden` FILE (or `beir` DIR)")
         if input_dir is not None:
             store = Path(store_dir) if store_dir is not None else default_store_dir()
             with store_access(store):  # a read-only store: one line naming it (exit 1)

@@ -77,9 +77,9 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
     the points Optuna picks instead (``search_run.run_search``). `executor` "ray" runs index builds and
     points on the Ray cluster at `ray_address` (``rag_core.workbench.execution.ray_executor``)."""
     if workers < 1:
-        raise ConfigError(f"--workers must be at least 1, got {workers}")
+        raise ConfigError(f"`workers` must be at least 1, got {workers}")
     if executor not in EXECUTORS:
-        raise ConfigError(f"--executor must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+        raise ConfigError(f"`executor` must be one of {', '.join(EXECUTORS)}, got {executor!r}")
     if spec.search.is_search:  # strategy tpe or halving: Optuna picks the points
         return run_search(spec, store_dir, workers=workers, output_dir=output_dir, tracking_uri=tracking_uri, echo=echo,
                           notebook=notebook, rerun=rerun, executor=executor, ray_address=ray_address)

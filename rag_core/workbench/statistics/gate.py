@@ -119,7 +119,7 @@ def run_gate(baseline: RagConfig, candidate: RagConfig, *, golden: str | Path, s
     from rag_core.workbench.execution.evaluation import load_eval_inputs
 
     if not 0 < alpha < 1 or not math.isfinite(margin) or margin < 0:
-        raise BadInput(f"--alpha must be in (0, 1) and --margin >= 0, got alpha {alpha}, margin {margin}")
+        raise BadInput(f"`alpha` must be in (0, 1) and `margin` >= 0, got alpha {alpha}, margin {margin}")
     inputs = load_eval_inputs(input_dir=input_dir, golden=golden, store_dir=store_dir, progress=progress)
     sides = []
     with store_access(Path(store_dir)):
