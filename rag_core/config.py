@@ -3,10 +3,12 @@
 The settings are not listed here: each is declared once (``rag_core.components.Setting``: name, type,
 default, range or choices, help) beside the component that reads it: the chunkers'
 (``rag_core.ingest.chunking``), the retrievers' (``rag_core.retrieve.retrievers``), fusion, query
-expansion, re-ranking, embedding and vector stores (``rag_core.retrieve.*``), and plugins'. This
+expansion, re-ranking, embedding and vector stores (``rag_core.retrieve.*``), and plugins'.
+``rag_core.catalog`` imports every built-in registry by name, so its ``SETTINGS`` holds theirs; this
 module declares the pipeline's own (ingest extras, routing, generation, evaluation) and builds
-``RagConfig`` from the one table, ``rag_core.components.SETTINGS``, so a built-in and a plugin
-setting are read, checked, shown in ``--help`` and logged by the same code.
+``RagConfig`` from that one table, so a built-in and a plugin setting are read, checked, shown in
+``--help`` and logged by the same code. The built-in settings are also typed attributes
+(``ConfigFields``, ``rag_core.components.config_fields``) for type checkers and editors.
 
 Precedence, lowest first: defaults, the YAML file, environment variables (a setting's ``env``:
 models, LLM provider, LLM timeout and retries), explicit overrides (CLI flags, notebook parameters).
@@ -24,18 +26,14 @@ from typing import Any, ItemsView, Iterator, Mapping
 
 import yaml
 
-from rag_core.components import SETTINGS, ConfigError, Rule, Setting, did_you_mean, load_entry_points, load_plugins
+from rag_core.catalog import SETTINGS  # the table, every built-in registry's settings declared in it
+from rag_core.components import ConfigError, Rule, Setting, did_you_mean, load_entry_points, load_plugins
+from rag_core.components.config_fields import ConfigFields
 from rag_core.components.plugins import resolve_plugins
-from rag_core.ingest.chunking import CHUNKERS  # noqa: F401 - declares the chunking settings
 from rag_core.ingest.metadata import check_pattern
 from rag_core.jsonl import not_utf8
-from rag_core.retrieve.doc_evidence import DOC_EVIDENCE  # noqa: F401 - declares the document evidence settings
 from rag_core.retrieve.embedding import DEFAULT_EMBED_MODEL
-from rag_core.retrieve.expansion import QUERY_EXPANSIONS  # noqa: F401 - declares the expansion settings
-from rag_core.retrieve.fusion import FUSIONS  # noqa: F401 - declares the fusion settings
 from rag_core.retrieve.rerank import DEFAULT_RERANK_MODEL
-from rag_core.retrieve.retrievers import RETRIEVERS  # noqa: F401 - declares mode and the retrievers' settings
-from rag_core.retrieve.vector_stores import VECTOR_STORES  # noqa: F401 - declares the vector store settings
 
 __all__ = ["DEFAULT_EMBED_MODEL", "DEFAULT_LLM_MODEL", "DEFAULT_RERANK_MODEL", "ENV_OVERRIDES", "SETTING_HELP",
            "ConfigError", "RagConfig", "load_config", "read_yaml_mapping", "read_yaml_settings", "setting_names"]
@@ -114,8 +112,9 @@ SETTINGS.declare(
 SETTINGS.add_rule(Rule(_child_size_fits, "general"))
 
 
-class RagConfig:
-    """Every declared setting's value (``config.chunk_size``), checked when made; immutable.
+class RagConfig(ConfigFields):
+    """Every declared setting's value (``config.chunk_size``), checked when made; immutable. The built-in
+    settings are typed attributes (``ConfigFields``); a plugin's are read the same way, typed ``Any``.
 
     ``RagConfig(**settings)`` and ``RagConfig.from_dict(values, where=...)`` take values as YAML, CLI
     flags or notebooks give them (``"0.7,0.3"`` for a list, ``"true"`` for a bool) and leave every
@@ -178,7 +177,9 @@ class RagConfig:
 
 
 def _checked(values: Mapping[str, Any], where: str) -> dict[str, Any]:
-    """Every setting's value: `values` (plugins imported first) coerced, the rest defaults; all checked."""
+    """Every setting's value: `values` (plugins imported first) coerced, the rest defaults; all checked.
+    The plugins were loaded by the entry point (CLI, notebook, sweep file) unless this config is made
+    directly in Python: ``load_plugins`` imports only those not loaded yet."""
     load_entry_points()
     if values.get("plugins"):
         load_plugins(SETTINGS["plugins"].coerce(values["plugins"], where))
@@ -193,6 +194,7 @@ def _checked(values: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _restore(values: dict[str, Any]) -> RagConfig:
+    """A pickled config, in a process of its own (a worker): its plugins are loaded there once."""
     if values.get("plugins"):
         load_plugins(values["plugins"])
     config = RagConfig.__new__(RagConfig)

@@ -38,6 +38,7 @@ from rag_core.cli import sweep, tune_fusion  # noqa: E402
 from rag_core.cli import eval as evaluate  # noqa: E402
 from rag_core.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, add_common_arguments, known_failure,  # noqa: E402
                                  terminal_logging)
+from rag_core.components import load_entry_points, load_plugins  # noqa: E402
 from rag_core.config import ConfigError  # noqa: E402
 from rag_core.doc_ids import escape_terminal  # noqa: E402
 
@@ -83,8 +84,11 @@ def _main(argv: list[str] | None) -> int:
         print("error: the current working folder no longer exists (deleted or moved away); cd into an existing "
               "folder and run the command again", file=sys.stderr)
         return EXIT_FAILURE
-    try:  # plugins named on the command line first: their settings become flags
-        components.preload_plugins(sys.argv[1:] if argv is None else argv)
+    # the CLI's one load of plugins, those its command line names, before parsing: their settings become
+    # flags (the config the command makes finds them loaded)
+    try:
+        load_entry_points()
+        load_plugins(components.plugins_on_command_line(sys.argv[1:] if argv is None else argv))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

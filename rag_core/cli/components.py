@@ -1,11 +1,12 @@
 """``rag-pipeline components``: every registered component by kind (retrievers, chunkers, fusions,
 re-rankers, query expansions, backends, vector stores, ...), with the settings each declares and
 where it comes from (built-in, a plugin module, an installed package's entry point); ``--json`` for
-machines. Also the settings that belong to no component (the pipeline's own).
+machines. Also the settings that belong to no component (the pipeline's own). The kinds come from
+``rag_core.catalog`` (the built-in registries in pipeline order, then any a plugin created).
 
-``preload_plugins`` runs before the command line is parsed: it imports the plugins the command line
-names (``--plugins``, the ``plugins:`` of ``--config FILE`` and of a sweep file), so that their
-settings are flags like any other.
+``plugins_on_command_line`` names the plugins a command line asks for (``--plugins``, the ``plugins:``
+of ``--config FILE`` and of a sweep file): ``rag_core.cli.main`` loads them once, before parsing, so
+that their settings are flags like any other.
 Left out: describing a component's implementation beyond its help line (read its module).
 """
 
@@ -17,8 +18,8 @@ from typing import Any, Sequence
 
 from rag_core.cli.common import config_from_args, emit
 
-from rag_core.components import REGISTRIES, SETTINGS, load_entry_points, load_plugins
-from rag_core.config import RagConfig, file_plugins, read_yaml_mapping
+from rag_core.catalog import SETTINGS, registries
+from rag_core.config import file_plugins, read_yaml_mapping
 
 NAME = "components"
 HELP = "list the registered components, their settings and origin"
@@ -32,10 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """None of its own: ``--plugins`` and ``--config`` (common options) name what to load first."""
 
 
-def preload_plugins(argv: Sequence[str]) -> None:
-    """Import the installed packages' entry points and the plugins named by `argv` (``--plugins``,
-    ``--config FILE``'s and a sweep file's ``plugins``)."""
-    load_entry_points()
+def plugins_on_command_line(argv: Sequence[str]) -> list[str]:
+    """The plugins `argv` names: ``--plugins`` values, and the ``plugins`` of ``--config FILE`` and of a
+    sweep file (``sweep FILE``; its ``base`` too), files made absolute against the file naming them. Read
+    before the command line is parsed: their settings must be flags by then."""
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config")
     pre.add_argument("--plugins", action="append", default=[])
@@ -52,35 +53,28 @@ def preload_plugins(argv: Sequence[str]) -> None:
                                     else None, path)
     for value in known.plugins:
         entries += [entry.strip() for entry in value.split(",") if entry.strip()]
-    load_plugins(entries)
+    return entries
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the registries (the config is made first, so every plugin it names is loaded)."""
+    """Print the registries (the config is made first: it checks the plugins, loaded by ``main``)."""
     config_from_args(args)
     listing = components_listing()
     emit(args, listing, format_listing(listing))
     return 0
 
 
-KIND_ORDER = ("chunker", "retriever", "fusion", "query_expansion", "reranker", "bm25_backend", "tokenizer",
-              "embed_backend", "rerank_backend", "vector_store")  # pipeline order; other kinds after these
-
-
 def components_listing() -> dict[str, Any]:
     """kind -> its setting and components (each with settings and origin); and the other settings."""
-    owned = {setting.name for registry in REGISTRIES.values() for component in registry.components()
+    kinds = registries()
+    owned = {setting.name for registry in kinds.values() for component in registry.components()
              for setting in component.settings}
     return {
         "kinds": {kind: {"setting": registry.setting,
                          "components": [component.describe() for component in registry.components()]}
-                  for kind, registry in sorted(REGISTRIES.items(), key=lambda item: _rank(item[0]))},
+                  for kind, registry in kinds.items()},
         "settings": [setting.describe() for setting in SETTINGS if setting.name not in owned],
     }
-
-
-def _rank(kind: str) -> int:
-    return KIND_ORDER.index(kind) if kind in KIND_ORDER else len(KIND_ORDER)
 
 
 def format_listing(listing: dict[str, Any]) -> str:

@@ -13,13 +13,16 @@ import contextlib
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rag_core.cli.common import EXIT_OK, config_from_args, emit, store_from_args
 from rag_core.errors import ConfigError
 from rag_core.finetune.losses import LOSSES
 from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, SELF_SUPERVISED_DEFAULTS, \
     TrainSettings
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 SELF_SUPERVISED_MAX_QUERIES = 4000  # about 20 minutes of training on 2 cores (docs/self-supervised.md)
 
@@ -159,7 +162,7 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _run_self_supervised(args: argparse.Namespace, config: Any, store_dir: Path, settings: TrainSettings) -> int:
+def _run_self_supervised(args: argparse.Namespace, config: RagConfig, store_dir: Path, settings: TrainSettings) -> int:
     """``--self-supervised``: pseudo-queries from the documents of --input or --beir (corpus.jsonl only)."""
     from rag_core.finetune.pseudo_queries import PseudoQueryRecipe
     from rag_core.finetune.self_supervised import SelfSupervisedJob, read_corpus, run_self_supervised

@@ -17,13 +17,15 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field, replace
 from importlib import metadata
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Sequence
 
-from rag_core.components.settings import SETTINGS, ConfigError, Rule, Setting, did_you_mean
+from rag_core.components.settings import LOADING, SETTINGS, ConfigError, Rule, Setting, did_you_mean
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 ENTRY_POINT_GROUP = "rag_core.components"
 REGISTRIES: dict[str, "Registry"] = {}  # kind -> its registry, in the order they were created
-_LOADING: list[str] = []  # origins of the plugins being imported now (innermost last)
 _ENTRY_POINTS_LOADED = False
 
 
@@ -48,7 +50,7 @@ class Component:
             return getattr(importlib.import_module(module), attribute)
         return self.target
 
-    def key(self, config: Any) -> tuple:
+    def key(self, config: ConfigFields) -> tuple:
         """What makes its results differ: its name and the values in `config` of the settings it
         declared and of those it uses (the ``uses`` option: settings declared elsewhere)."""
         names = [setting.name for setting in self.settings] + list(self.options.get("uses", ()))
@@ -88,7 +90,8 @@ class Registry:
         if known is not None and known.origin != origin:
             raise ValueError(f"{self.kind} {name!r} is registered twice: by {known.origin} and by {origin}")
         owner = f"{self.kind} {name}"
-        SETTINGS.declare(*(s if s.group else _grouped(s, self.group) for s in settings), owner=owner)
+        SETTINGS.declare(*(s if s.group else _grouped(s, self.group) for s in settings), owner=owner,
+                         origin=origin)
         for check in rules:
             SETTINGS.add_rule(Rule(check, owner))
         self._components[name] = Component(self.kind, name, target, help, tuple(SETTINGS[s.name] for s in settings),
@@ -133,8 +136,8 @@ def _grouped(setting: Setting, group: str) -> Setting:
 
 
 def _origin(target: Any) -> str:
-    if _LOADING:
-        return _LOADING[-1]
+    if LOADING:
+        return LOADING[-1]
     module = target.partition(":")[0] if isinstance(target, str) else getattr(target, "__module__", "") or ""
     return "built-in" if module == "rag_core" or module.startswith("rag_core.") else f"module {module}"
 
@@ -146,10 +149,10 @@ class loading:
         self.origin = origin
 
     def __enter__(self) -> None:
-        _LOADING.append(self.origin)
+        LOADING.append(self.origin)
 
     def __exit__(self, *_: Any) -> None:
-        _LOADING.pop()
+        LOADING.pop()
 
 
 def load_entry_points() -> None:

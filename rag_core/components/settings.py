@@ -31,6 +31,7 @@ TYPES = {int: "int", float: "float", bool: "bool", str: "str",
 ITEM_TYPE = {tuple[int, ...]: int, tuple[float, ...]: float, tuple[str, ...]: str}
 _SHORT = reprlib.Repr()  # a bad value in a message: cut short, however big or deep it is
 _SHORT.maxstring, _SHORT.maxother, _SHORT.maxlevel, _SHORT.maxlist = 80, 80, 2, 4
+LOADING: list[str] = []  # origins of the plugins being imported now, innermost last (registry.loading)
 
 
 Choices = Sequence[str] | Callable[[], Sequence[str]]
@@ -181,15 +182,22 @@ class SettingsTable:
 
     _settings: dict[str, Setting] = field(default_factory=dict)
     _rules: list[Rule] = field(default_factory=list)
+    _origins: dict[str, str] = field(default_factory=dict)
 
-    def declare(self, *settings: Setting, owner: str = "general") -> None:
-        """Add settings; declaring a name again is an error unless it is the same declaration."""
+    def declare(self, *settings: Setting, owner: str = "general", origin: str | None = None) -> None:
+        """Add settings; declaring a name again is an error unless it is the same declaration. `origin`
+        (default: the plugin being imported, else ``built-in``) is where they come from."""
         for setting in settings:
             setting = _with_owner(setting, owner)
             known = self._settings.get(setting.name)
             if known is not None and known != setting:
                 raise ValueError(f"setting {setting.name!r} is declared twice: by {known.owner} and by {owner}")
             self._settings[setting.name] = setting
+            self._origins[setting.name] = origin or (LOADING[-1] if LOADING else "built-in")
+
+    def origin(self, name: str) -> str:
+        """``built-in`` (declared by rag_core), or the plugin module or entry point that declared `name`."""
+        return self._origins.get(name, "built-in")
 
     def add_rule(self, rule: Rule) -> None:
         if rule not in self._rules:

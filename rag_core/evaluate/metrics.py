@@ -23,13 +23,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking, page_item_id
 from rag_core.records import Chunk
 from rag_core.retrieve.parent_child import pool_scores
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # what ranks runs by default: page level is comparable across chunk sizes; nDCG rewards order
 
@@ -103,7 +106,7 @@ def rank_pages(chunks: Sequence[Chunk], scores: Sequence[float], rule: str = "fi
     return sorted(by_page, key=lambda page: (-pooled[page], order[page]))
 
 
-def page_rankings(rankings: Mapping[str, Sequence[Any]], config: Any) -> dict[str, list[str]] | None:
+def page_rankings(rankings: Mapping[str, Sequence[Any]], config: RagConfig) -> dict[str, list[str]] | None:
     """query_id -> ranked page ids under the config's ``page_score`` from each query's whole final
     ranking (hits with ``chunk`` and ``score``, best first); None with ``first`` (the pages of the
     scored chunks, in order of first occurrence, as before)."""

@@ -22,11 +22,14 @@ Left out: semantic splitting.
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rag_core.components import SETTINGS, Registry, Rule, Setting
 from rag_core.components.faults import calling, component_fault
 from rag_core.records import Chunk, Document
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 CHUNKERS = Registry("chunker", setting="chunker", group="chunking")
 DEFAULT_CHUNKER = "recursive"
@@ -168,7 +171,7 @@ def _tail(text: str, start: int, end: int, overlap: int, count: Count = count_wo
 class Chunker:
     """Settings from the config (``chunk_size``, ``overlap``, ``per_page`` and its own)."""
 
-    def __init__(self, name: str, config: Any) -> None:
+    def __init__(self, name: str, config: ConfigFields) -> None:
         self.name = name
         self.config = config
 
@@ -223,7 +226,7 @@ class RecursiveChunker(Chunker):
         return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page, self.count)
 
 
-def make_chunker(config: Any, count_tokens: Count | None = None) -> Chunker:
+def make_chunker(config: ConfigFields, count_tokens: Count | None = None) -> Chunker:
     """The configured chunker; with ``chunk_unit: tokens``, sizes count `count_tokens` (the embedding
     model's tokens of a text)."""
     chunker = CHUNKERS.load(config.chunker)(config.chunker, config)
@@ -234,7 +237,7 @@ def make_chunker(config: Any, count_tokens: Count | None = None) -> Chunker:
     return chunker
 
 
-def chunker_key(config: Any) -> dict[str, Any]:
+def chunker_key(config: ConfigFields) -> dict[str, Any]:
     """The settings that decide the chunks: chunk_size, overlap, per_page, and for a chunker other than
     the built-in its name and its own settings."""
     key: dict[str, Any] = {"chunk_size": config.chunk_size, "overlap": config.overlap, "per_page": config.per_page}

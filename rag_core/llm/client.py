@@ -28,7 +28,8 @@ from typing import Any
 
 from rag_core.api_keys import KEY_ENV
 from rag_core.api_keys import register as register_secret
-from rag_core.config import DEFAULT_LLM_MODEL, RagConfig
+from rag_core.components.config_fields import ConfigFields
+from rag_core.config import DEFAULT_LLM_MODEL
 from rag_core.llm.backends import BACKENDS, Completion, check_provider
 from rag_core.llm.errors import TRANSIENT_ERRORS, ContextTooLong, LLMError, MissingAPIKey
 from rag_core.llm.sdk_errors import map_sdk_error
@@ -83,7 +84,7 @@ class LLMClient:
         self._send, self._sdk_errors = BACKENDS[self.provider](key, base_url, timeout_s)
 
     @classmethod
-    def from_config(cls, config: RagConfig, **kwargs: Any) -> "LLMClient":
+    def from_config(cls, config: ConfigFields, **kwargs: Any) -> "LLMClient":
         return cls(config.llm_provider, config.llm_model, **{"timeout_s": config.llm_timeout_s, **kwargs})
 
     def __repr__(self) -> str:  # never shows the key

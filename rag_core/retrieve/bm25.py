@@ -36,13 +36,16 @@ import pickle
 from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from rag_core.records import ScoredId
 from rag_core.retrieve.retrievers import BM25_BACKENDS  # name -> backend class (BM25sBackend, RankBM25Backend)
 from rag_core.retrieve.tokenizer import NUMBERS_VERSION, TOKENIZER_VERSION, get_tokenizer, with_numbers
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 FORMAT_VERSION = 1
 META_FILE = "bm25_meta.json"  # settings, versions, document count
@@ -143,7 +146,7 @@ class BM25Index:
         self._backend: Any = None
 
     @classmethod
-    def from_config(cls, config: Any) -> "BM25Index":
+    def from_config(cls, config: ConfigFields) -> "BM25Index":
         """From a ``RagConfig`` (its ``bm25_backend``, ``tokenizer``, ``bm25_k1``, ``bm25_b``, ``bm25_numbers``)."""
         return cls(config.bm25_backend, config.tokenizer, config.bm25_k1, config.bm25_b,
                    getattr(config, "bm25_numbers", False))

@@ -18,11 +18,14 @@ Left out: document scores from a trained model; document evidence together with 
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rag_core.components import SETTINGS, Registry, Rule, Setting
 from rag_core.records import ScoredId
 from rag_core.retrieve.fusion.rrf import reciprocal_rank_fusion
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 __all__ = ["DOC_EVIDENCE", "DocumentPrior", "make_doc_evidence"]
 
@@ -32,7 +35,7 @@ DOC_EVIDENCE = Registry("doc_evidence", setting="doc_evidence", group="routing")
 class DocumentPrior:
     """``prior`` (and ``search``, with the lists searched within the best documents)."""
 
-    def __init__(self, name: str, config: Any) -> None:
+    def __init__(self, name: str, config: ConfigFields) -> None:
         self.name = name
         self.weight = config.doc_evidence_weight
         self.k = config.rrf_k
@@ -59,7 +62,7 @@ DOC_EVIDENCE.register("search", DocumentPrior, searches_documents=True, uses=(*U
                       help="prior, plus the retrievers searched again within the best doc_evidence_docs documents")
 
 
-def make_doc_evidence(config: Any) -> DocumentPrior | None:
+def make_doc_evidence(config: ConfigFields) -> DocumentPrior | None:
     """The configured combiner, or None for ``doc_evidence: none``."""
     return None if config.doc_evidence == "none" else DOC_EVIDENCE.load(config.doc_evidence)(config.doc_evidence, config)
 

@@ -6,11 +6,14 @@ built-ins ``none``, ``rm3`` (BM25 pseudo-relevance feedback, offline: ``expansio
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rag_core.components import SETTINGS, Setting
 from rag_core.retrieve.expansion.base import QUERY_EXPANSIONS, Expanded, QueryExpansion
 from rag_core.retrieve.retrievers import RETRIEVERS, parse_mode
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 __all__ = ["QUERY_EXPANSIONS", "Expanded", "QueryExpansion", "make_expansion"]
 
@@ -61,6 +64,6 @@ QUERY_EXPANSIONS.register(
     help="the LLM writes a hypothetical passage; the mean of its and the query's embeddings is searched (needs an API key)")
 
 
-def make_expansion(config: Any, embedder: Any = None) -> QueryExpansion:
+def make_expansion(config: ConfigFields, embedder: Any = None) -> QueryExpansion:
     """The configured query expansion."""
     return QUERY_EXPANSIONS.load(config.query_expansion)(config.query_expansion, config, embedder)

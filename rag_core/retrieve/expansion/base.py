@@ -12,10 +12,13 @@ retriever through ``search``, as RM3 does).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.components import Registry
 from rag_core.retrieve.retrievers import Query, Ranked, Retriever
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 QUERY_EXPANSIONS = Registry("query_expansion", plural="query expansions", setting="query_expansion", group="expansion")
 
@@ -31,7 +34,7 @@ class QueryExpansion:
     """Settings in the config (those it declared at registration); ``embed`` is the embedding
     model's query encoder (text -> unit vector) shared with the retrievers, or None without one."""
 
-    def __init__(self, name: str, config: Any, embedder: Any = None) -> None:
+    def __init__(self, name: str, config: ConfigFields, embedder: Any = None) -> None:
         self.name = name
         self.config = config
         self.embedder = embedder  # rag_core.retrieve.embedding.Embedder, or None (no retriever embeds)

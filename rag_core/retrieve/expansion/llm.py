@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from rag_core.config import RagConfig
+from rag_core.components.config_fields import ConfigFields
 from rag_core.llm import LLMClient, MissingAPIKey, complete_with_retries, new_nonce
 from rag_core.retrieve.expansion.base import Expanded, QueryExpansion
 from rag_core.retrieve.retrievers import Query
@@ -78,7 +78,7 @@ def parse_rephrasings(text: str, query: str, n: int) -> tuple[str, ...]:
 class LLMExpander:
     """Expands queries with the configured LLM (provider, model, timeout and retries from the config)."""
 
-    def __init__(self, config: RagConfig, client: LLMClient | None = None) -> None:
+    def __init__(self, config: ConfigFields, client: LLMClient | None = None) -> None:
         if config.query_expansion not in LLM_EXPANSIONS:
             raise ValueError(f"query_expansion {config.query_expansion!r} is not an LLM expansion")
         self.config = config

@@ -11,11 +11,14 @@ Left out: ranx's supervised methods (they need training runs at query time).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from rag_core.components import SETTINGS, Registry, Rule, Setting
 from rag_core.retrieve.fusion.rrf import RRF, reciprocal_rank_fusion
 from rag_core.retrieve.retrievers import BUILT_IN_MODES, parse_mode
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 __all__ = ["FUSIONS", "FUSION_NORMS", "RANX_METHODS", "RRF", "make_fusion", "reciprocal_rank_fusion"]
 
@@ -31,7 +34,7 @@ for _method, _weighted in RANX_METHODS.items():
 FUSION_NORMS = ("min-max", "max", "sum", "zmuv", "rank", "borda", "none")
 
 
-def make_fusion(config: Any) -> Any:
+def make_fusion(config: ConfigFields) -> Any:
     """The configured fusion (``fusion`` and its settings)."""
     return FUSIONS.load(config.fusion)(config.fusion, config)
 

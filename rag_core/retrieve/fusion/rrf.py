@@ -14,9 +14,12 @@ Left out: anything ranx already implements.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from rag_core.records import ScoredId
+
+if TYPE_CHECKING:
+    from rag_core.components.config_fields import ConfigFields
 
 
 def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[str]], k: int = 60,
@@ -48,7 +51,7 @@ def reciprocal_rank_fusion(ranked_lists: Sequence[Sequence[str]], k: int = 60,
 class RRF:
     """The ``rrf`` fusion: ``rrf_k``, and the retrievers' weights when given (weighted RRF)."""
 
-    def __init__(self, name: str, config: Any) -> None:
+    def __init__(self, name: str, config: ConfigFields) -> None:
         self.k = config.rrf_k
 
     def fuse(self, ranked: Sequence[Sequence[ScoredId]], weights: Sequence[float] | None = None) -> list[ScoredId]:

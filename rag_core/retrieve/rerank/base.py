@@ -27,9 +27,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.retrieve.models import ModelLoadError
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 
 @dataclass(frozen=True)
@@ -52,11 +55,11 @@ class BaseReranker(ABC):
 
     model_name: str = ""  # what it was configured with; a plugin without a model: its registered name
 
-    def __init__(self, config: Any = None) -> None:
+    def __init__(self, config: RagConfig | None = None) -> None:
         self.config = config  # its settings (those it declared at registration) are attributes of it
 
     @classmethod
-    def from_config(cls, config: Any, cache: Any, store_dir: Path) -> "BaseReranker":
+    def from_config(cls, config: RagConfig, cache: Any, store_dir: Path) -> "BaseReranker":
         """The re-ranker for `config`; `cache` is the store's score cache (``ScoreCache``, or None)
         and `store_dir` the store, for a re-ranker that keeps files there. Default: ``cls(config)``."""
         return cls(config)
@@ -79,13 +82,13 @@ class BaseReranker(ABC):
         return f"re-ranker {self.model_name!r}"
 
     @classmethod
-    def score_threshold(cls, config: Any) -> float | None:
+    def score_threshold(cls, config: RagConfig) -> float | None:
         """The score a re-ranked passage must reach to count as relevant for the no-answer rule;
         None: its scores have no calibrated scale (the retrievers' agreement decides instead)."""
         return None
 
 
-def score_threshold(config: Any) -> float | None:
+def score_threshold(config: RagConfig) -> float | None:
     """The configured re-ranker's ``score_threshold`` (None for a re-ranker that does not follow
     ``BaseReranker`` and declares none)."""
     from rag_core.retrieve.rerank import RERANKERS
@@ -97,7 +100,7 @@ def score_threshold(config: Any) -> float | None:
 _AVAILABILITY: dict[tuple, str | None] = {}  # component key -> why it cannot run (None: it can), per process
 
 
-def rerank_unavailable(config: Any, store_dir: str | Path | None = None) -> str | None:
+def rerank_unavailable(config: RagConfig, store_dir: str | Path | None = None) -> str | None:
     """Why `config`'s re-ranker cannot run (``cross-encoder 'x' cannot be loaded (cause)``), or None:
     it can, or re-ranking is off (``rerank_depth`` 0). The sweeps' and searches' check before a point
     runs: the configured re-ranker is asked, through its ``unavailable()``."""

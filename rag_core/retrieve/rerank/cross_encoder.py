@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -26,6 +26,9 @@ from rag_core.retrieve.cache import ScoreCache, text_sha1
 from rag_core.retrieve.models import LoadedModel, ModelLoadError, load_cross_encoder
 from rag_core.retrieve.rerank import RERANK_BACKENDS
 from rag_core.retrieve.rerank.base import BaseReranker, RerankScores
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 
 _UNAVAILABLE: dict[str, ModelLoadError] = {}  # model name -> why it cannot be loaded, in this process
@@ -46,11 +49,11 @@ class CrossEncoderReranker(BaseReranker):
         self._scorer: Any = None
 
     @classmethod
-    def from_config(cls, config: Any, cache: ScoreCache | None, store_dir: Path) -> "CrossEncoderReranker":
+    def from_config(cls, config: RagConfig, cache: ScoreCache | None, store_dir: Path) -> "CrossEncoderReranker":
         return cls(config.rerank_model, cache, backend=config.rerank_backend, export_dir=Path(store_dir) / "onnx")
 
     @classmethod
-    def score_threshold(cls, config: Any) -> float | None:
+    def score_threshold(cls, config: RagConfig) -> float | None:
         return config.min_rerank_score
 
     def describe(self) -> str:

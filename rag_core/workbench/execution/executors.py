@@ -21,13 +21,16 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from rag_core.workbench.execution.evaluation import EvalInputs
 from rag_core.workbench.execution.kernels import WarmKernel
 from rag_core.workbench.execution.points import PointJob, PointOutcome, run_point
 from rag_core.workbench.execution.sweep_file import SweepPoint
 from rag_core.workbench.tracking.tracker import RunStatus
+
+if TYPE_CHECKING:
+    from rag_core.config import RagConfig
 
 EXECUTORS = ("local", "ray")
 BUILD_TOTALS = ("dense_indexes_built", "chunkings_built", "embedded", "embed_cache_hits")
@@ -67,7 +70,7 @@ class PointExecutor(ABC):
         ``seconds``)."""
 
     @abstractmethod
-    def build(self, config: Any, corpus: Any, store_dir: Path) -> dict[str, float]:
+    def build(self, config: RagConfig, corpus: Any, store_dir: Path) -> dict[str, float]:
         """Build one configuration's indexes; the work done (``BUILD_TOTALS``)."""
 
     def kill_running(self) -> None:
@@ -118,7 +121,7 @@ class LocalExecutor(PointExecutor):
             totals["seconds"] += time.perf_counter() - started
         return totals
 
-    def build(self, config: Any, corpus: Any, store_dir: Path) -> dict[str, float]:
+    def build(self, config: RagConfig, corpus: Any, store_dir: Path) -> dict[str, float]:
         from rag_core.retrieve.pipeline import Pipeline
 
         stats = Pipeline(config, corpus, store_dir).build()
@@ -162,7 +165,7 @@ class RayExecutor(PointExecutor):
                   echo: Callable[[str], None]) -> dict[str, float]:
         return self.ray_executor.prebuild(points, inputs, store_dir, echo)
 
-    def build(self, config: Any, corpus: Any, store_dir: Path) -> dict[str, float]:
+    def build(self, config: RagConfig, corpus: Any, store_dir: Path) -> dict[str, float]:
         import ray
 
         return ray.get(self.ray_executor.build_indexes.remote(config, corpus, store_dir))
