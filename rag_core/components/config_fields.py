@@ -4,7 +4,7 @@ Each setting is declared once, with its type and default, beside the component t
 ``Setting`` in the one table, ``rag_core.components.SETTINGS``); ``RagConfig`` reads its values from
 that table at run time. This class only states, for a type checker and an editor, that
 ``config.chunk_size`` is an ``int``: one annotation per built-in setting, nothing at run time.
-``tests/unit/test_config_fields.py`` keeps it in step with the table (a built-in setting added,
+``tests/unit/test_catalog.py`` keeps it in step with the table (a built-in setting added,
 removed or retyped without its line here fails, and prints the line to paste).
 
 A plugin's settings are not listed: they are read through ``RagConfig.__getattr__`` (typed ``Any``).
