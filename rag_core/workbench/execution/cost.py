@@ -10,7 +10,8 @@ least squares (proportional when every observation has the same number of querie
 
 **Estimates** (``estimate``, printed by ``rag-pipeline sweep FILE --dry-run``): the space's size, the
 distinct chunkings, the dense indexes that are not in the store yet (chunks estimated from the
-corpus's words, or counted when the chunking exists) and their embedding time, the warm time of the
+corpus's words, or counted when the chunking exists; with windows, ``dense_pooling`` other than ``first``, a
+unit longer than the model's window counts as its windows: ``window_count``) and their embedding time, the warm time of the
 evaluations the strategy would run (a grid: every point; a search: its budget), and, when LLM query
 expansion is in the space, its calls, tokens and list-price cost (``rag_core.generate.cost``). Where
 nothing was measured yet, the figure is missing and the estimate says so; no default speed is assumed.
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import platform
 from dataclasses import dataclass, field
@@ -32,6 +34,7 @@ from rag_core.config import ConfigError, RagConfig, load_config
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.models import FALLBACK_EMBED_NAME
 from rag_core.retrieve.retrievers import uses_embedder
+from rag_core.retrieve.windows import default_stride
 from rag_core.workbench.execution.sweep_file import SweepSpec
 from rag_core.workbench.tracking.tracker import run_metrics
 
@@ -44,11 +47,17 @@ THROUGHPUTS_FILE = "throughputs.json"
 MAX_OBSERVATIONS = 400
 LLM_EXPANSIONS = ("multi_query", "hyde")
 # Settings that decide which dense index a configuration needs (each distinct combination is embedded once;
-# max and mean_top2 share one, counted twice here). Windows embed more texts than chunks: not estimated.
+# max and mean_top2 share one, counted twice here).
 BUILD_SETTINGS = ("chunk_size", "overlap", "per_page", "chunk_unit", "child_size", "chunk_context", "extract_tables",
                   "table_text", "metadata_pattern", "embed_model", "embed_backend", "vector_store", "dense_pooling", "dense_stride",
                   "mode")
 MAX_ENUMERATED = 20_000  # combinations of those settings enumerated for an estimate
+# Tokens per word of MiniLM's WordPiece tokenizer, for a unit counted in words (chunk_unit: words): 1.10 on the
+# sample corpus (512-word chunks, median 563 tokens), 1.22 on the FinanceBench filings (256 words, median 312).
+TOKENS_PER_WORD = 1.2
+# The window (tokens of text one input holds) when no dense index of the model is in the store yet to say it:
+# MiniLM's 256 less its 2 special tokens (the packaged model, the offline fallback).
+ASSUMED_WINDOW_TOKENS = 254
 
 
 @dataclass
@@ -147,7 +156,8 @@ def _add(throughputs: Throughputs, run_id: str, params: dict[str, str], metrics:
 class EmbeddingNeed:
     label: str  # the chunking and model
     chunks: int  # counted when the chunking exists, else estimated from the corpus's words
-    seconds: float | None  # at the measured throughput; None: never measured here
+    seconds: float | None  # at the measured throughput (texts per second); None: never measured here
+    texts: int = 0  # texts embedded: the chunks, or with windows each long unit's windows (0: = chunks)
 
 
 @dataclass(frozen=True)
@@ -260,13 +270,41 @@ def _to_embed(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | P
         key = tuple(getattr(config, name) for name in BUILD_SETTINGS if name != "mode")
         if not uses_embedder(config) or key in needs or dense_built(config, corpus, store_dir):
             continue
-        chunks = existing_chunks(config, corpus, store_dir)
-        if chunks is None:
+        lengths = existing_lengths(config, corpus, store_dir)
+        if lengths is None:
             step = max(config.chunk_size - config.overlap, 1)
             chunks = max(int(words / step), len(corpus))
+            size = config.chunk_size if config.chunk_unit == "tokens" else config.chunk_size * TOKENS_PER_WORD
+            lengths = [size] * chunks
+        texts = len(lengths)
+        if config.dense_pooling != "first":
+            window = window_tokens(config, store_dir)
+            texts = sum(window_count(tokens, window, default_stride(window, config.dense_stride)) for tokens in lengths)
         rate = throughputs.embed_rate(config.embed_model)
-        needs[key] = EmbeddingNeed(describe_build(config), chunks, chunks / rate if rate else None)
+        needs[key] = EmbeddingNeed(describe_build(config), len(lengths), texts / rate if rate else None, texts)
     return list(needs.values())
+
+
+def window_count(tokens: float, window: int, stride: int) -> int:
+    """Windows of a unit of `tokens` tokens: one when it fits, else one more per `stride` tokens past the
+    first window (the last one ends at the unit's end: ``rag_core.retrieve.windows.window_spans``, whose
+    windows start between words, so a unit may get one window more or less)."""
+    if tokens <= window:
+        return 1
+    return 1 + math.ceil((tokens - window) / stride)
+
+
+def window_tokens(config: RagConfig, store_dir: str | Path) -> int:
+    """The model's window (text tokens per input) from a dense index of it in the store; else MiniLM's."""
+    names = {config.embed_model, FALLBACK_EMBED_NAME} if config.model_fallback else {config.embed_model}
+    for manifest in sorted(Path(store_dir).glob("chunks/*/dense-*.json")):
+        try:
+            recorded = json.loads(manifest.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(recorded, dict) and recorded.get("model") in names and recorded.get("window_tokens"):
+            return int(recorded["window_tokens"])
+    return ASSUMED_WINDOW_TOKENS
 
 
 def describe_build(config: RagConfig) -> str:
@@ -291,11 +329,18 @@ def dense_built(config: RagConfig, corpus: "Corpus", store_dir: str | Path) -> b
 
 def existing_chunks(config: RagConfig, corpus: "Corpus", store_dir: str | Path) -> int | None:
     """How many chunks the configuration's chunking has, when the store holds it."""
+    lengths = existing_lengths(config, corpus, store_dir)
+    return None if lengths is None else len(lengths)
+
+
+def existing_lengths(config: RagConfig, corpus: "Corpus", store_dir: str | Path) -> list[float] | None:
+    """The estimated tokens of each chunk of the configuration's chunking, when the store holds it (its
+    words times ``TOKENS_PER_WORD``: no tokenizer is loaded)."""
     path = _index(config, corpus, store_dir).dir / "chunks.jsonl"
     if not path.exists():
         return None
     with path.open() as lines:
-        return sum(1 for _ in lines)
+        return [len(json.loads(line).get("text", "").split()) * TOKENS_PER_WORD for line in lines if line.strip()]
 
 
 def _llm_evaluations(spec: SweepSpec, points: list | None, evaluations: float | None) -> dict[str, float | None]:
