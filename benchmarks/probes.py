@@ -546,6 +546,13 @@ print("contained" if ok else "forged section outside the question")
 '''
 
 
+def beir_malformed(root: Path) -> Outcome:
+    folder = root / "beir"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\ngarbage{\n')
+    return cli("finetune", "embedder", "--self-supervised", "--beir", str(folder), "--out", str(root / "m"))
+
+
 def probes() -> list[Probe]:
     def bad_uri(text: str) -> Callable[[Path], str]:
         return lambda root: text
@@ -651,6 +658,22 @@ def probes() -> list[Probe]:
               else f"exit {outcome.code}: {(outcome.stdout + outcome.stderr)[-200:]}", ["repair"]),
         Probe("repair rebuilds a garbage chroma.sqlite3 without the input folder",
               *derived_damaged("chroma/chroma.sqlite3", "garbage", query_fails=True, repair="repair"), ["repair"]),
+    ]
+    found += [  # issues 30 and 35: page scores, windows, token chunking, self-supervised fine-tuning
+        Probe(f"{flag} {value} is refused", lambda root, flag=flag, value=value: cli(
+            "ingest", "--input", str(documents(root)), "--store", str(root / "s"), *BASE, flag, value),
+            one_error(2, name), ["settings of issues 30 and 35"])
+        for flag, value, name in [("--page-score", "bogus", "page_score"), ("--dense-pooling", "bogus", "dense_pooling"),
+                                  ("--chunk-unit", "bogus", "chunk_unit"), ("--page-top-m", "0", "page_top_m")]]
+    found += [
+        Probe("finetune --self-supervised with both --input and --beir", lambda root: cli(
+            "finetune", "embedder", "--self-supervised", "--input", str(documents(root)), "--beir", str(root),
+            "--out", str(root / "m")), one_error(2, "--input DIR or --beir DIR"), ["self-supervised"]),
+        Probe("finetune --self-supervised --beir on a malformed corpus.jsonl", beir_malformed,
+              one_error(2, "corpus.jsonl:2"), ["self-supervised"]),
+        Probe("finetune --self-supervised on documents with no pseudo-query", lambda root: cli(
+            "finetune", "reranker", "--self-supervised", "--input", str(documents(root)), "--out", str(root / "m")),
+            one_error(2, "pseudo-queries"), ["self-supervised"]),
     ]
     return found
 
