@@ -8,16 +8,21 @@ modification time) and its machine is "not recorded" (a ``cpus`` or ``load_avera
 still shown). Each table lists the file's values by their path in the JSON; a list of records is
 summarised field by field (counts of each value, or the median and range of numbers).
 
+``benchmarks/results/earlier.json`` is not a script's result: it holds the figures measured before results
+files were kept, as the prose of docs/benchmarks.md quoted them (``at_a_glance``: what, figure, date,
+machine, detail link; ``records``: script, what, figures, command, date, machine). Its at-a-glance table
+heads the page and its records close it, one table per script; a date, machine or command it does not
+give reads "not recorded".
+
 usage: python scripts/figures_page.py [--results DIR] [--out FILE] [--check]
   --check: write nothing; exit 1 when FILE is not what would be written (a benchmark ran since).
-
-Left out: figures measured before results were kept (quoted with their dates in docs/benchmarks.md).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import subprocess
 import sys
@@ -34,6 +39,9 @@ MAX_ROWS = 80  # rows per table; the rest are counted, and are in the JSON
 LIST_INLINE = 8  # a list of numbers or words longer than this is summarised
 LABEL_KEYS = ("name", "corpus", "system", "backend", "store", "strategy", "run", "id")
 MACHINE_FIELDS = ("cpus", "load_average_1_5_15", "threads")
+EARLIER = "earlier"  # the stem of the file of figures measured before results files were kept
+NOT_RECORDED = "not recorded"
+EARLIER_TITLE = "Figures measured before results files were kept"
 
 Scalar = str | int | float | bool | None
 
@@ -163,13 +171,67 @@ def read_result(path: Path, date_of: Callable[[Path], str] = git_date, scripts: 
     return Result(path.stem, data, date, machine_of(data), script_for(path.stem, scripts))
 
 
-def render(results: list[Result], source: str = "benchmarks/results") -> str:
-    """The page: a header, then one table per result, in name order."""
+def cell(value: Any) -> str:
+    """Quoted prose as a table cell, whole: whitespace folded, pipes escaped; empty or missing: not recorded."""
+    text = " ".join(str(value).split()) if value is not None else ""
+    return (text or NOT_RECORDED).replace("|", "\\|")
+
+
+def slug(heading: str) -> str:
+    """A heading's anchor as GitHub and the site make it (scripts/mkdocs_hooks.py), backticks dropped."""
+    text = heading.replace("`", "").replace("*", "").strip().lower()
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def read_earlier(path: Path) -> dict[str, list[dict]]:
+    """The figures measured before results were kept: its `at_a_glance` rows and its `records`."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    if not isinstance(data, dict) or not all(
+            isinstance(data.get(key, []), list) and all(isinstance(row, dict) for row in data.get(key, []))
+            for key in ("at_a_glance", "records")):
+        raise ValueError("it needs `at_a_glance` and `records`, each a list of records")
+    return {"about": data.get("about", ""), "at_a_glance": data.get("at_a_glance", []),
+            "records": data.get("records", [])}
+
+
+def render_glance(rows: list[dict]) -> list[str]:
+    lines = ["## At a glance", "",
+             f"The headline figures, measured before results files were kept (details in [{EARLIER_TITLE}]"
+             f"(#{slug(EARLIER_TITLE)}) or on the page linked).", "",
+             "| what | figure | date | machine | detail |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {cell(row.get('what'))} | {cell(row.get('figure'))} | {cell(row.get('date'))} | "
+              f"{cell(row.get('machine'))} | {cell(row.get('detail'))} |" for row in rows]
+    return lines + [""]
+
+
+def render_earlier(earlier: dict) -> list[str]:
+    """One table per script, in the records' order (the order the prose gave them)."""
+    lines = [f"## {EARLIER_TITLE}", ""]
+    if earlier["about"]:
+        lines += [cell(earlier["about"]), ""]
+    lines += [f"From `benchmarks/results/{EARLIER}.json`: each figure as it was quoted, with the date, machine "
+              f"and command quoted with it (\"{NOT_RECORDED}\" where none was).", ""]
+    by_script: dict[str, list[dict]] = {}
+    for record in earlier["records"]:
+        by_script.setdefault(cell(record.get("script")), []).append(record)
+    for script, records in by_script.items():
+        lines += [f"### {script}", "", "| what | figures | date | machine | command |",
+                  "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {cell(r.get('what'))} | {cell(r.get('figures'))} | {cell(r.get('date'))} | "
+                  f"{cell(r.get('machine'))} | {cell(r.get('command'))} |" for r in records]
+        lines.append("")
+    return lines
+
+
+def render(results: list[Result], source: str = "benchmarks/results", earlier: dict | None = None) -> str:
+    """The page: a header, the earlier figures at a glance, one table per result in name order, then the
+    figures measured before results files were kept."""
     lines = ["# Measured figures", "",
              f"Generated by `python scripts/figures_page.py` from the JSON the benchmarks write to `{source}/`",
              "(one file per script; run a benchmark, then the generator, and commit both). Each table gives the",
-             "date and machine of its run. Figures measured before results were kept are quoted, with their",
-             "dates and machines, in [Benchmarks](benchmarks.md).", ""]
+             "date and machine of its run. How to run each benchmark: [Benchmarks](benchmarks.md).", ""]
+    if earlier and earlier["at_a_glance"]:
+        lines += render_glance(earlier["at_a_glance"])
     if not results:
         lines += ["No results yet.", ""]
     for result in sorted(results, key=lambda r: r.name):
@@ -182,6 +244,8 @@ def render(results: list[Result], source: str = "benchmarks/results") -> str:
         if len(rows) > MAX_ROWS:
             lines.append(f"| ... | {len(rows) - MAX_ROWS} more values in `{source}/{result.name}.json` |")
         lines.append("")
+    if earlier and earlier["records"]:
+        lines += render_earlier(earlier)
     return "\n".join(lines)
 
 
@@ -194,18 +258,21 @@ def main(argv: list[str] | None = None) -> int:
     if not args.results.is_dir():
         print(f"error: no results folder {args.results}", file=sys.stderr)
         return 2
-    results = []
+    results, earlier = [], None
     for path in sorted(args.results.glob("*.json")):
         try:
-            results.append(read_result(path))
-        except (json.JSONDecodeError, UnicodeDecodeError) as error:
+            if path.stem == EARLIER:
+                earlier = read_earlier(path)
+            else:
+                results.append(read_result(path))
+        except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as error:
             print(f"error: {path} is not a JSON result ({error})", file=sys.stderr)
             return 2
     try:
         source = args.results.resolve().relative_to(ROOT).as_posix()
     except ValueError:
         source = str(args.results)
-    page = render(results, source)
+    page = render(results, source, earlier)
     if args.check:
         current = args.out.read_text(encoding="utf-8") if args.out.is_file() else ""
         print(f"{args.out}: {'up to date' if current == page else 'stale: run scripts/figures_page.py'}")
