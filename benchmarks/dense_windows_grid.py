@@ -16,7 +16,7 @@ half, the split ``benchmarks/self_supervised.py`` reports on (``--claims-seed``)
 
 A cell whose per-query CSV is already in ``--work`` is not run again (reruns only analyse); one ``--store``
 per suite keeps the embedding cache, so ``max`` reuses ``mean_top2``'s windows and no text is embedded twice.
-Usage: nice -n 10 python benchmarks/windows_grid.py SUITE --store DIR --work DIR [--only first,mean_top2]
+Usage: nice -n 10 python benchmarks/dense_windows_grid.py SUITE --store DIR --work DIR [--only first,mean_top2]
        [--out FILE]
 Left out: repeats, other embedding models (the packaged MiniLM only: the hub is offline), the re-ranker.
 """
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=",".join(POOLINGS), help="poolings to run, comma-separated, in order")
     parser.add_argument("--chunking", action="append", help="run only this chunking (its label, e.g. '512 words'); repeatable")
     parser.add_argument("--analyse-only", action="store_true", help="run nothing: tabulate the cells already run")
-    parser.add_argument("--out", type=Path, help="JSON results [benchmarks/results/dense_<suite>.json]")
+    parser.add_argument("--out", type=Path, help="JSON results [benchmarks/results/dense_windows_grid_<suite>.json]")
     args = parser.parse_args(argv)
     suite = SUITES[args.suite]
     wanted = [pooling for pooling in args.only.split(",") if pooling]
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     shown = sorted(cells, key=lambda cell: (cell.chunking, cell.mode, POOLINGS.index(cell.pooling)))
     rows = analyse(suite, shown, args.work, held_out_ids(suite.data))
     print(table(suite, rows, {cell.name: runs[cell.name] for cell in shown}))
-    out = args.out or RESULTS / f"dense_{args.suite.replace('-', '_')}.json"
+    out = args.out or RESULTS / f"dense_windows_grid_{args.suite.replace('-', '_')}.json"
     write_results({"suite": args.suite, "data": suite.data, "claims_seed": CLAIMS_SEED if suite.data == "scifact" else None,
                    "rows": rows, "runs": runs}, out)
     return 0
