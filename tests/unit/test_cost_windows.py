@@ -58,3 +58,16 @@ def test_window_length_read_from_the_store(tmp_path):
     # 307-token chunks fit a 510-token window: no extra texts
     need, = _to_embed([config(chunk_size=256, overlap=0)], corpus(1000), tmp_path, Throughputs())
     assert (need.chunks, need.texts, need.seconds) == (3, 3, None)
+
+
+def test_the_dry_run_line_names_the_windowed_texts():
+    from types import SimpleNamespace
+
+    from rag_core.workbench.execution.cost import CostEstimate, EmbeddingNeed
+    from rag_core.workbench.reports.text import format_estimate
+
+    needs = [EmbeddingNeed("256/0 windows", 3, 0.6, 6), EmbeddingNeed("200/0", 5, 0.5, 5)]
+    cost = CostEstimate("grid", "", 2, 2, 10, 2, ["some/model"], needs, None, {"dense": 1.0}, 1.1, 3.1, "", [])
+    text = format_estimate(SimpleNamespace(name="s", space=None), cost, "here", 10)
+    assert "    256/0 windows: ~3 chunks as ~6 windowed texts, 1 s" in text
+    assert "    200/0: ~5 chunks, 0 s" in text  # fits: no windows to name

@@ -372,7 +372,9 @@ def format_estimate(spec: "SweepSpec", cost: "CostEstimate", host: str, all_quer
     if cost.to_embed:
         limit = f"; max_new_chunkings {cost.embed_limit}" if cost.embed_limit is not None else ""
         lines.append(f"  to embed: {len(cost.to_embed)} dense index(es) not in the store{limit}:")
-        lines += [f"    {need.label}: ~{need.chunks:,} chunks, {duration(need.seconds)}" for need in cost.to_embed]
+        lines += [f"    {need.label}: ~{need.chunks:,} chunks"
+                  + (f" as ~{need.texts:,} windowed texts" if need.texts > need.chunks else "")
+                  + f", {duration(need.seconds)}" for need in cost.to_embed]
     else:
         lines.append("  to embed: nothing (every dense index is in the store)")
     warm = ", ".join(f"{mode} {duration(seconds) if seconds is None or seconds >= 1 else f'{seconds:.2f} s'}"
