@@ -20,6 +20,8 @@ self-supervised on that corpus's documents (``--self-supervised CORPUS=DIR``). `
 ``rag-pipeline finetune reranker`` commands of ``TRAINING`` into ``--work``/models (timed, wall and CPU).
 
 Every eval is a subprocess (as a user runs it); a point whose per-query CSV is in ``--work`` is not run again.
+The points of a corpus are compared on the queries they all have (a point scored with a smaller ``--max-claims``
+restricts the others to its claims, the first N held-out ones).
 Usage: python benchmarks/rerank_earns.py --work /tmp/rre [--train] [--scifact-trained DIR]
        [--self-supervised sample=DIR ...] [--store CORPUS=DIR ...] [--max-claims N] [--corpora sample,filings,scifact]
 Left out: several training seeds; longer training (the budget was about 45 CPU-minutes for all models).
@@ -183,6 +185,10 @@ def summarise(corpus: str, found: dict[str, dict[str, Any]]) -> dict[str, Any]:
     from rag_core.workbench.statistics.intervals import bootstrap_interval
     from rag_core.workbench.statistics.selection import Cost, select
 
+    common = set.intersection(*(set(point["values"][CORPORA[corpus]["primary"]]) for point in found.values()))
+    found = {label: {**point, "values": {metric: {query: value for query, value in values.items() if query in common}
+                                         for metric, values in point["values"].items()}}
+             for label, point in found.items()}  # the queries every point has (a point run on fewer claims)
     rows = []
     for label, point in found.items():
         row: dict[str, Any] = {"point": label, "latency_p50_ms": round(point["latency_p50_ms"], 1)}
