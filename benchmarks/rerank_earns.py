@@ -221,7 +221,7 @@ def packaged_status() -> str:
 
 
 def format_tables(results: dict[str, Any]) -> str:
-    lines = [f"packaged {PACKAGED}: {results['packaged']}"]
+    lines = [f"packaged {PACKAGED}: {results['packaged']}"] if "packaged" in results else []
     for corpus, summary in results["corpora"].items():
         metrics = CORPORA[corpus]["metrics"]
         lines += ["", f"{corpus}: {summary['queries']} queries; mean [95% bootstrap]; vs off: difference "
@@ -266,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     folders = scifact_halves(args.work)
     results: dict[str, Any] = {"packaged": packaged_status(), "rerank_depth": DEPTH, "claims_seed": CLAIMS_SEED,
                                "max_claims": args.max_claims, "training_args": COMMON, "corpora": {}}
+    print(f"packaged {PACKAGED}: {results['packaged']}", flush=True)
     models = {}
     if args.train:
         results["training_runs"] = train(args.work, stores, folders)
@@ -285,8 +286,7 @@ def main(argv: list[str] | None = None) -> int:
         results["corpora"][corpus] = {**summarise(corpus, found),
                                       "cost": {label: {k: point[k] for k in ("wall_seconds", "cpu_seconds", "cached")
                                                        if k in point} for label, point in found.items()}}
-        print(format_tables({"packaged": results["packaged"], "corpora": {corpus: results["corpora"][corpus]}}),
-              flush=True)
+        print(format_tables({"corpora": {corpus: results["corpora"][corpus]}}), flush=True)
     write_results(results, args.out)
     return 0
 
