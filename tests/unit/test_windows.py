@@ -112,3 +112,21 @@ def test_pooling_on_arrays_agrees_with_pooling_a_ranked_list(pooling):
     assert [float(pooled[i]) for i in order] == pytest.approx([hit.score for hit in expected])
     for unit, row in zip(units, best):  # each parent's best child is one of its children with its highest score
         assert parents[row] == unit and scores[row] == scores[parents == unit].max()
+
+
+def test_a_token_chunk_a_little_over_the_window_gets_a_note_naming_the_size_that_fits():
+    from types import SimpleNamespace
+
+    from rag_core.retrieve.retrievers.dense import overshoot_note
+
+    def config(**values):
+        return SimpleNamespace(**{"chunk_unit": "tokens", "chunk_size": 256, "child_size": 0, **values})
+
+    note = overshoot_note(config(), 254)
+    assert note is not None and "chunk_size 256 tokens is 2 more" in note and "chunk_size 254 would" in note
+    assert overshoot_note(config(chunk_size=285), 254) is not None  # 254 * 9 // 8 = 285: the last size noted
+    assert overshoot_note(config(chunk_size=286), 254) is None  # further over: windows are the point
+    assert overshoot_note(config(chunk_size=254), 254) is None  # fits
+    assert overshoot_note(config(chunk_unit="words"), 254) is None  # words: the token count varies anyway
+    child = overshoot_note(config(chunk_size=1024, child_size=260), 254)
+    assert child is not None and child.startswith("child_size 260 tokens is 6 more")

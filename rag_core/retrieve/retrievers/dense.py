@@ -56,6 +56,18 @@ _WARNED: set[str] = set()  # collections whose unread-text warning this process 
 log = logging.getLogger(__name__)
 
 
+def overshoot_note(config: "ConfigFields", window: int) -> str | None:
+    """A note when the embedded units are counted in tokens (``chunk_size``, or ``child_size`` when set)
+    and are a little over the model's window (by at most an eighth): each full unit is then embedded as two
+    windows that nearly coincide, twice the work for a few tokens."""
+    name = "child_size" if getattr(config, "child_size", 0) else "chunk_size"
+    size = int(getattr(config, name))
+    if getattr(config, "chunk_unit", "words") != "tokens" or not window < size <= window * 9 // 8:
+        return None
+    return (f"{name} {size} tokens is {size - window} more than the embedding model's window ({window} text "
+            f"tokens): each full unit is embedded as 2 windows; {name} {window} would embed it once")
+
+
 def search_mode(config: ConfigFields, chunks: int) -> str:
     """``exact`` or ``approximate``: what ``dense_search`` means for a collection of `chunks` chunks."""
     if config.dense_search == "auto":
@@ -197,6 +209,8 @@ class DenseRetriever(Retriever):
             offsets = embedder.token_offsets(units.texts, self.windowed)  # first: heads suffice to measure it
             stride = default_stride(size, int(getattr(self.config, "dense_stride", 0)))
             windows, window_stats = windows_of(units.ids, units.texts, offsets, size, stride)
+            if self.windowed and (note := overshoot_note(self.config, size)):
+                log.info("%s", note)
             chunks = self._searched(units, windows)
             texts = chunks.texts
             # An interrupted write (a server that died mid-ingest) is completed, not written again.
