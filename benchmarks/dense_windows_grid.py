@@ -3,7 +3,8 @@ reads each unit's first 256 tokens) against ``mean_top2`` and ``max`` (every wor
 chunking and retrieval mode, through the CLI (``rag-pipeline eval --per-query FILE``, one process per cell,
 as a user runs it).
 
-Suites (``SUITES``): ``filings-best`` (FinanceBench dev, ``experiments/filings-best.yaml``: hybrid, 256 words,
+Suites (``SUITES``): ``sample-tokens`` (the bundled sample corpus at 128 and 256 tokens, dense and hybrid),
+``filings-best`` (FinanceBench dev, ``experiments/filings-best.yaml``: hybrid, 256 words,
 doc_evidence search), ``filings-512-hybrid``, ``filings-1024-dense`` (FinanceBench dev), ``scifact``
 (SciFact train, dense and hybrid at the default chunking and at 256 tokens; ``scifact-128`` at 128 tokens).
 Reported per cell: page/recall@5 and page/nDCG@10 (doc/nDCG@10 and doc/recall@5 for SciFact, whose units are
@@ -11,7 +12,7 @@ abstracts) with 95% bootstrap intervals over the questions (``rag_core.workbench
 the paired difference against ``first`` in the same chunking and mode with its bootstrap interval and
 paired t-test p (``rag_core.finetune.significance.paired_comparison``), the units longer than the window,
 the share of indexed text ``first`` never reads, the vectors embedded, and the wall and CPU seconds of the
-command. SciFact is scored on a held-out half of its claims: ``split_by_text(claims, 0.5, 13)``'s held-out
+command; the JSON adds each dense collection of the store with its vectors and the bytes of its HNSW segment. SciFact is scored on a held-out half of its claims: ``split_by_text(claims, 0.5, 13)``'s held-out
 half, the split ``benchmarks/self_supervised.py`` reports on (``--claims-seed``), so the figures compare.
 
 A cell whose per-query CSV is already in ``--work`` is not run again (reruns only analyse); one ``--store``
@@ -60,7 +61,7 @@ class Cell:
 
 @dataclass(frozen=True)
 class Suite:
-    data: str  # "filings" | "scifact"
+    data: str  # "sample" | "filings" | "scifact"
     metrics: tuple[str, str]
     cells: tuple[Cell, ...]
 
@@ -84,6 +85,9 @@ SUITES = {
     "scifact": Suite("scifact", DOC, grid(
         {"512 words": (), "256 tokens": ("--chunk-unit", "tokens", "--chunk-size", "256")}, ("dense", "hybrid"),
         ("--rerank-depth", "0", "--embed-model", "packaged:minilm"))),
+    "sample-tokens": Suite("sample", PAGE, grid(
+        {"128 tokens": ("--chunk-unit", "tokens", "--chunk-size", "128"),
+         "256 tokens": ("--chunk-unit", "tokens", "--chunk-size", "256")}, ("dense", "hybrid"), ("--rerank-depth", "0"))),
     "scifact-128": Suite("scifact", DOC, grid(
         {"128 tokens": ("--chunk-unit", "tokens", "--chunk-size", "128")}, ("dense", "hybrid"),
         ("--rerank-depth", "0", "--embed-model", "packaged:minilm"))),
@@ -93,6 +97,8 @@ SUITES = {
 def data_args(data: str) -> list[str]:
     if data == "filings":
         return ["--golden", str(FILINGS / "golden.jsonl"), "--input", str(FILINGS / "documents")]
+    if data == "sample":
+        return ["--golden", str(ROOT / "data" / "golden" / "golden.jsonl"), "--input", str(ROOT / "data" / "documents")]
     return ["--beir", str(SCIFACT), "--split", "train"]
 
 
@@ -130,6 +136,26 @@ def run_cell(cell: Cell, data: str, store: Path, work: Path) -> dict[str, Any]:
     recorded = json.loads(json_path.read_text())
     index = {key.split("/", 1)[1]: value for key, value in recorded["metrics"].items() if key.startswith("index/")}
     return {"index": index, "cost": recorded["cost"]}
+
+
+def collection_sizes(store: Path) -> list[dict[str, Any]]:
+    """Each dense collection of the store's Chroma folder: its vectors and the bytes of its vector segment
+    (the HNSW files; the vectors' metadata share ``chroma.sqlite3`` and are not split by collection)."""
+    import sqlite3
+
+    database = store / "chroma" / "chroma.sqlite3"
+    if not database.exists():
+        return []
+    sizes = []
+    with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as connection:
+        for collection_id, name in connection.execute("SELECT id, name FROM collections ORDER BY name"):
+            segments = dict(connection.execute("SELECT scope, id FROM segments WHERE collection = ?", (collection_id,)))
+            vectors = connection.execute("SELECT COUNT(*) FROM embeddings WHERE segment_id = ?",
+                                         (segments.get("METADATA"),)).fetchone()[0]
+            folder = store / "chroma" / str(segments.get("VECTOR"))
+            size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) if folder.is_dir() else 0
+            sizes.append({"collection": name, "vectors": vectors, "vector_segment_bytes": size})
+    return sizes
 
 
 def per_query(path: Path, metrics: tuple[str, ...], ids: set[str] | None) -> dict[str, dict[str, float]]:
@@ -212,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(suite, rows, {cell.name: runs[cell.name] for cell in shown}))
     out = args.out or RESULTS / f"dense_windows_grid_{args.suite.replace('-', '_')}.json"
     write_results({"suite": args.suite, "data": suite.data, "claims_seed": CLAIMS_SEED if suite.data == "scifact" else None,
-                   "rows": rows, "runs": runs}, out)
+                   "rows": rows, "runs": runs, "index_sizes": collection_sizes(args.store)}, out)
     return 0
 
 
