@@ -111,8 +111,9 @@ def main() -> None:
                         Path(args.store)).embed_documents(texts)
         return
     results: dict[str, Any] = {"dataset": str(Path(args.beir).resolve()), "model": args.model,
-                               "claims_seed": args.claims_seed, "train_args": TRAIN_ARGS}
-    if args.train:
+                               "claims_seed": args.claims_seed}
+    if args.train:  # else the model was trained elsewhere: its finetune.json (below) says how
+        results["train_args"] = TRAIN_ARGS
         results["training_run"] = train(args)
     recorded = json.loads((Path(args.model) / "finetune.json").read_text())
     results["training"] = {key: recorded.get(key) for key in (
