@@ -12,7 +12,8 @@ abstracts) with 95% bootstrap intervals over the questions (``rag_core.workbench
 the paired difference against ``first`` in the same chunking and mode with its bootstrap interval and
 paired t-test p (``rag_core.finetune.significance.paired_comparison``), the units longer than the window,
 the share of indexed text ``first`` never reads, the vectors embedded, and the wall and CPU seconds of the
-command; the JSON adds each dense collection of the store with its vectors and the bytes of its HNSW segment. SciFact is scored on a held-out half of its claims: ``split_by_text(claims, 0.5, 13)``'s held-out
+command; the JSON adds each dense collection of the store with its vectors and the bytes of its HNSW
+segment. SciFact is scored on a held-out half of its claims: ``split_by_text(claims, 0.5, 13)``'s held-out
 half, the split ``benchmarks/self_supervised.py`` reports on (``--claims-seed``), so the figures compare.
 
 A cell whose per-query CSV is already in ``--work`` is not run again (reruns only analyse); one ``--store``

@@ -114,7 +114,7 @@ def test_pooling_on_arrays_agrees_with_pooling_a_ranked_list(pooling):
         assert parents[row] == unit and scores[row] == scores[parents == unit].max()
 
 
-def test_a_token_chunk_a_little_over_the_window_gets_a_note_naming_the_size_that_fits():
+def test_token_units_a_little_over_the_window_get_a_note_naming_the_size_that_fits():
     from types import SimpleNamespace
 
     from rag_core.retrieve.retrievers.dense import overshoot_note
@@ -122,11 +122,12 @@ def test_a_token_chunk_a_little_over_the_window_gets_a_note_naming_the_size_that
     def config(**values):
         return SimpleNamespace(**{"chunk_unit": "tokens", "chunk_size": 256, "child_size": 0, **values})
 
-    note = overshoot_note(config(), 254)
-    assert note is not None and "chunk_size 256 tokens is 2 more" in note and "chunk_size 254 would" in note
-    assert overshoot_note(config(chunk_size=285), 254) is not None  # 254 * 9 // 8 = 285: the last size noted
-    assert overshoot_note(config(chunk_size=286), 254) is None  # further over: windows are the point
-    assert overshoot_note(config(chunk_size=254), 254) is None  # fits
-    assert overshoot_note(config(chunk_unit="words"), 254) is None  # words: the token count varies anyway
-    child = overshoot_note(config(chunk_size=1024, child_size=260), 254)
-    assert child is not None and child.startswith("child_size 260 tokens is 6 more")
+    note = overshoot_note(config(), 254, [256, 100, 255, 254])
+    assert note == ("2 units are at most 2 tokens longer than the embedding model's window (254 text tokens) and are "
+                    "embedded as 2 windows each; chunk_size 254 would embed each once")
+    assert overshoot_note(config(), 254, [285, 10]) is not None  # 254 * 9 // 8 = 285: the longest noted
+    assert overshoot_note(config(), 254, [286, 255]) is None  # one far over (a page): windows are the point
+    assert overshoot_note(config(), 254, [254, 12]) is None  # every unit fits
+    assert overshoot_note(config(chunk_unit="words"), 254, [256]) is None  # words: the size is no token count
+    child = overshoot_note(config(chunk_size=1024, child_size=260), 254, [260])
+    assert child is not None and child.endswith("child_size 254 would embed each once")

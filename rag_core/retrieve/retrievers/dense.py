@@ -56,16 +56,17 @@ _WARNED: set[str] = set()  # collections whose unread-text warning this process 
 log = logging.getLogger(__name__)
 
 
-def overshoot_note(config: "ConfigFields", window: int) -> str | None:
-    """A note when the embedded units are counted in tokens (``chunk_size``, or ``child_size`` when set)
-    and are a little over the model's window (by at most an eighth): each full unit is then embedded as two
-    windows that nearly coincide, twice the work for a few tokens."""
-    name = "child_size" if getattr(config, "child_size", 0) else "chunk_size"
-    size = int(getattr(config, name))
-    if getattr(config, "chunk_unit", "words") != "tokens" or not window < size <= window * 9 // 8:
+def overshoot_note(config: ConfigFields, window: int, lengths: Sequence[int]) -> str | None:
+    """A note when units counted in tokens (``chunk_size``, or ``child_size`` when set) are a little over the
+    model's window: every unit longer than the window (`lengths`: each unit's tokens) is at most an eighth
+    over, so each is embedded as two windows that nearly coincide, twice the work for a few tokens. Units
+    of another kind (pages) are far longer, and get no note."""
+    over = [length for length in lengths if length > window]
+    if getattr(config, "chunk_unit", "words") != "tokens" or not over or max(over) > window * 9 // 8:
         return None
-    return (f"{name} {size} tokens is {size - window} more than the embedding model's window ({window} text "
-            f"tokens): each full unit is embedded as 2 windows; {name} {window} would embed it once")
+    name = "child_size" if getattr(config, "child_size", 0) else "chunk_size"
+    return (f"{len(over)} units are at most {max(over) - window} tokens longer than the embedding model's window "
+            f"({window} text tokens) and are embedded as 2 windows each; {name} {window} would embed each once")
 
 
 def search_mode(config: ConfigFields, chunks: int) -> str:
@@ -209,7 +210,7 @@ class DenseRetriever(Retriever):
             offsets = embedder.token_offsets(units.texts, self.windowed)  # first: heads suffice to measure it
             stride = default_stride(size, int(getattr(self.config, "dense_stride", 0)))
             windows, window_stats = windows_of(units.ids, units.texts, offsets, size, stride)
-            if self.windowed and (note := overshoot_note(self.config, size)):
+            if self.windowed and (note := overshoot_note(self.config, size, [len(spans) for spans in offsets])):
                 log.info("%s", note)
             chunks = self._searched(units, windows)
             texts = chunks.texts
