@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from results_file import RESULTS, write_results  # noqa: E402
+from results_file import RESULTS, interval_text, write_results  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT.parent / "shared" / "datasets"
@@ -189,11 +189,7 @@ def analyse(suite: Suite, cells: list[Cell], work: Path, ids: set[str] | None) -
 
 
 def cell_text(figure: dict[str, Any]) -> str:
-    text = f"{figure['mean']:.3f} [{figure['low']:.3f}, {figure['high']:.3f}]"
-    paired = figure.get("vs_first")
-    if paired:
-        text += f" d={paired['difference']:+.3f} [{paired['low']:+.3f}, {paired['high']:+.3f}] p={paired['p_ttest']:.2g}"
-    return text
+    return interval_text(figure["mean"], figure["low"], figure["high"], figure.get("vs_first"))
 
 
 def table(suite: Suite, rows: list[dict[str, Any]], runs: dict[str, dict[str, Any]]) -> str:

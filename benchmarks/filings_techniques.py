@@ -30,7 +30,7 @@ import re  # noqa: E402
 from rag_core.config import RagConfig, read_yaml_settings  # noqa: E402
 from rag_core.evaluate.evaluator import evaluate_config  # noqa: E402
 from rag_core.workbench.execution.evaluation import load_eval_inputs  # noqa: E402
-from results_file import RESULTS, write_results  # noqa: E402
+from results_file import RESULTS, interval_text, write_results  # noqa: E402
 
 DEFAULT_SETS = [
     "baseline:", "title:chunk_context=title", "title_heading:chunk_context=title_heading",
@@ -63,11 +63,7 @@ def add_statistics(row: dict, first: dict | None, query_ids: list[str]) -> None:
 def markdown(rows: list[dict]) -> str:
     def cell(row: dict, name: str) -> str:
         interval = row["intervals"][name]
-        text = f"{interval['estimate']:.3f} [{interval['low']:.3f}, {interval['high']:.3f}]"
-        if "vs_first" in row:
-            paired = row["vs_first"][name]
-            text += f" d={paired['difference']:+.3f} [{paired['low']:+.3f}, {paired['high']:+.3f}] p={paired['p_ttest']:.2g}"
-        return text
+        return interval_text(interval["estimate"], interval["low"], interval["high"], row.get("vs_first", {}).get(name))
 
     lines = [f"| set | mode | settings | {PAIRED[0]} [95% CI] (paired vs first) | {PAIRED[1]} [95% CI] (paired vs first) |",
              "|---|---|---|---|---|"]

@@ -36,6 +36,15 @@ def measured() -> dict[str, Any]:
             "load_average_1_5_15": load}
 
 
+def interval_text(estimate: float, low: float, high: float, paired: dict[str, Any] | None = None) -> str:
+    """A mean with its 95% interval, and a paired comparison's difference, interval and t-test p when
+    given (``paired_comparison(...).as_dict()``), as the benchmarks' Markdown tables show them."""
+    text = f"{estimate:.3f} [{low:.3f}, {high:.3f}]"
+    if paired:
+        text += f" d={paired['difference']:+.3f} [{paired['low']:+.3f}, {paired['high']:+.3f}] p={paired['p_ttest']:.2g}"
+    return text
+
+
 def write_results(data: Any, out: Path | str) -> Path:
     """Write `data` as JSON to `out` (folders created; a mapping gets a `measured` stamp, replacing the
     one of a result read back and extended), print where, and return the path."""
