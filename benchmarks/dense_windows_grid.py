@@ -5,7 +5,8 @@ as a user runs it).
 
 Suites (``SUITES``): ``sample-tokens`` (the bundled sample corpus at 128 and 256 tokens, dense and hybrid),
 ``filings-best`` (FinanceBench dev, ``experiments/filings-best.yaml``: hybrid, 256 words,
-doc_evidence search), ``filings-512-hybrid``, ``filings-1024-dense`` (FinanceBench dev), ``scifact``
+doc_evidence search), ``filings-tokens`` (that file at 128, 256 and 512 tokens, dense and hybrid),
+``filings-512-hybrid``, ``filings-1024-dense``, ``filings-1024-hybrid`` (FinanceBench dev), ``scifact``
 (SciFact train, dense and hybrid at the default chunking and at 256 tokens; ``scifact-128`` at 128 tokens).
 Reported per cell: page/recall@5 and page/nDCG@10 (doc/nDCG@10 and doc/recall@5 for SciFact, whose units are
 abstracts) with 95% bootstrap intervals over the questions (``rag_core.workbench.statistics.intervals``),
@@ -83,6 +84,12 @@ SUITES = {
                                                       ("--rerank-depth", "0"))),
     "filings-1024-dense": Suite("filings", PAGE, grid({"1024 words": ("--chunk-size", "1024")}, ("dense",),
                                                       ("--rerank-depth", "0"))),
+    "filings-1024-hybrid": Suite("filings", PAGE, grid({"1024 words": ("--chunk-size", "1024")}, ("hybrid",),
+                                                       ("--rerank-depth", "0"))),
+    # experiments/filings-best.yaml (doc_evidence search, overlap 32) with its chunk length counted in tokens
+    "filings-tokens": Suite("filings", PAGE, grid(
+        {f"{size} tokens": ("--chunk-unit", "tokens", "--chunk-size", str(size)) for size in (128, 256, 512)},
+        ("dense", "hybrid"), ("--config", "experiments/filings-best.yaml"))),
     "scifact": Suite("scifact", DOC, grid(
         {"512 words": (), "256 tokens": ("--chunk-unit", "tokens", "--chunk-size", "256")}, ("dense", "hybrid"),
         ("--rerank-depth", "0", "--embed-model", "packaged:minilm"))),
