@@ -3,7 +3,7 @@ reads each unit's first 256 tokens) against ``mean_top2`` and ``max`` (every wor
 chunking and retrieval mode, through the CLI (``rag-pipeline eval --per-query FILE``, one process per cell,
 as a user runs it).
 
-Suites (``SUITES``): ``sample-tokens`` (the bundled sample corpus at 128 and 256 tokens, dense and hybrid),
+Suites (``SUITES``): ``sample-tokens`` (the bundled sample corpus at 128, 256 and 512 tokens, dense and hybrid),
 ``filings-best`` (FinanceBench dev, ``experiments/filings-best.yaml``: hybrid, 256 words,
 doc_evidence search), ``filings-tokens`` (that file at 128, 256 and 512 tokens, dense and hybrid),
 ``filings-512-hybrid``, ``filings-1024-dense``, ``filings-1024-hybrid`` (FinanceBench dev), ``scifact``
@@ -94,8 +94,8 @@ SUITES = {
         {"512 words": (), "256 tokens": ("--chunk-unit", "tokens", "--chunk-size", "256")}, ("dense", "hybrid"),
         ("--rerank-depth", "0", "--embed-model", "packaged:minilm"))),
     "sample-tokens": Suite("sample", PAGE, grid(
-        {"128 tokens": ("--chunk-unit", "tokens", "--chunk-size", "128"),
-         "256 tokens": ("--chunk-unit", "tokens", "--chunk-size", "256")}, ("dense", "hybrid"), ("--rerank-depth", "0"))),
+        {f"{size} tokens": ("--chunk-unit", "tokens", "--chunk-size", str(size)) for size in (128, 256, 512)},
+        ("dense", "hybrid"), ("--rerank-depth", "0"))),
     "scifact-128": Suite("scifact", DOC, grid(
         {"128 tokens": ("--chunk-unit", "tokens", "--chunk-size", "128")}, ("dense", "hybrid"),
         ("--rerank-depth", "0", "--embed-model", "packaged:minilm"))),
