@@ -44,21 +44,33 @@ def cold_ingest(input_dir: Path, pooling: str, chunking: tuple[str, ...], label:
     done = subprocess.run(command, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     wall = time.perf_counter() - started
     if done.returncode != 0:
-        raise SystemExit(f"error: ingest with dense_pooling {pooling} failed ({done.returncode}): {done.stderr[-500:]}")
+        raise SystemExit(f"error: ingest {label} failed ({done.returncode}): {done.stderr[-500:]}")
     report = json.loads(done.stdout)
     return {"ingest": label, "pooling": pooling, "wall_seconds": round(wall, 2), "embed_seconds": report["seconds"]["embedding"],
             "chunks": report["chunks"], "vectors": report.get("dense_vectors", 0), "longer": report["truncated"],
             "unread_share": report.get("unread_share", 0.0), "store_bytes": size_on_disk(store)}
 
 
+def size_and_overlap(text: str) -> tuple[int, int]:
+    """``--fit``: "SIZE,OVERLAP" in tokens, the overlap smaller than the size."""
+    try:
+        size, overlap = (int(value) for value in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected SIZE,OVERLAP in tokens (e.g. 254,32), got {text!r}") from None
+    if not 0 <= overlap < size:
+        raise argparse.ArgumentTypeError(f"the overlap must be at least 0 and below the size, got {text!r}")
+    return size, overlap
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--input", type=Path, default=ROOT / "data" / "documents")
     parser.add_argument("--chunk-size", type=int, default=512)
-    parser.add_argument("--fit", default="254,32", help="chunk size and overlap in tokens of the third ingest [254,32]")
+    parser.add_argument("--fit", type=size_and_overlap, default=(254, 32),
+                        help="chunk size and overlap in tokens of the third ingest [254,32]")
     parser.add_argument("--out", type=Path, default=RESULTS / "dense_windows.json")
     args = parser.parse_args(argv)
-    fit_size, fit_overlap = (int(value) for value in args.fit.split(","))
+    fit_size, fit_overlap = args.fit
     words = ("--chunk-size", str(args.chunk_size))
     ingests = [(f"{args.chunk_size} words", "first", words), (f"{args.chunk_size} words", "mean_top2", words),
                (f"{fit_size} tokens", "mean_top2",

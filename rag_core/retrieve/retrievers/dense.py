@@ -210,7 +210,7 @@ class DenseRetriever(Retriever):
             offsets = embedder.token_offsets(units.texts, self.windowed)  # first: heads suffice to measure it
             stride = default_stride(size, int(getattr(self.config, "dense_stride", 0)))
             windows, window_stats = windows_of(units.ids, units.texts, offsets, size, stride)
-            if self.windowed and (note := overshoot_note(self.config, size, [len(spans) for spans in offsets])):
+            if self.windowed and (note := overshoot_note(self.config, size, [len(unit_offsets) for unit_offsets in offsets])):
                 log.info("%s", note)
             chunks = self._searched(units, windows)
             texts = chunks.texts
