@@ -43,6 +43,7 @@ LLM_PROVIDERS = ("anthropic", "openai")
 CHUNK_CONTEXTS = ("none", "title", "title_heading")
 MAX_YAML_VALUES = 100_000  # a config or sweep file holding more (aliases written out) is refused
 PAGE_SCORES = ("first", "max", "sum", "mean_top")  # first: pages in order of first occurrence; the others pool
+PAGE_CREDITS = ("tied", "majority", "page_order")  # rag_core.evaluate.page_credit's rules (a test keeps them equal)
 ROUTE_WHEN = ("named", "always")  # route_when: only questions naming a document, or every question
 
 
@@ -104,6 +105,13 @@ SETTINGS.declare(
             "ranked on each page, over the whole final ranking", choices=PAGE_SCORES, group="evaluation"),
     Setting("page_top_m", int, 2, "page_score mean_top: how many of a page's best chunk scores are averaged", above=0,
             group="evaluation"),
+    Setting("page_credit", str, "tied", "how page metrics credit the pages of a passage that crosses pages: tied (they "
+            "share its rank; metrics are expected values over their orders) | majority (the page holding most of its "
+            "text first) | page_order (in page order, the rule before this setting)", choices=PAGE_CREDITS,
+            group="evaluation"),
+    Setting("context_budgets", tuple[int, ...], (256, 512, 1024, 2048), "budgets in words for the evidence metrics "
+            "(evidence/recall@B, precision@B, iou@B: the evidence in the ranking's first B words), comma-separated",
+            above=0, rule=lambda budgets: None if budgets else "must hold positive integers", group="evaluation"),
     Setting("tracing", bool, True, "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: "
             "off)", group="evaluation"),
     Setting("trace_queries", bool, False, "log every 'query' as an MLflow trace to label (query --trace; experiment "

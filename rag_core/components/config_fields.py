@@ -97,6 +97,8 @@ class ConfigFields:
     metrics_k: tuple[int, ...]
     page_score: str
     page_top_m: int
+    page_credit: str
+    context_budgets: tuple[int, ...]
     tracing: bool
     trace_queries: bool
 

@@ -7,7 +7,9 @@ max(``metrics_k``), whatever ``k`` is: the re-ranked head, then the fused order 
 computed on ten passages and compares with published figures. ``k`` is the number of passages given
 to the LLM; the ``context/*`` metrics describe those k passages: ``context/recall`` (share of the
 query's relevant chunks among them), ``context/precision`` (share of them that are relevant) and
-``context/words`` (their total length), which is what the ``k`` setting trades.
+``context/words`` (their total length), which is what the ``k`` setting trades. The ``evidence/*``
+metrics compare chunkings at an equal budget of text: the share of the evidence in the ranking's
+first B words of each ``context_budgets`` (``rag_core.evaluate.evidence_budget``).
 With parent-child chunks (``child_size``), ``child/*`` metrics score the fused child ranking against
 child-level relevance, next to the parent (returned) level; LLM query expansion adds
 ``expansion/input_tokens`` and ``expansion/output_tokens`` per query and an ``expansion`` latency stage.
@@ -25,13 +27,15 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig
 from rag_core.evaluate.answers import judge_answers
+from rag_core.evaluate.evidence_budget import evidence_metrics
 from rag_core.evaluate.golden import GoldenQuery
 from rag_core.evaluate.metrics import (RankingMetrics, evaluate_rankings, first_relevant_rank, latency_summary,
                                      page_rankings)
+from rag_core.evaluate.page_credit import PageGroups
 from rag_core.evaluate.relevance import QrelsByLevel, build_qrels, evidence_as_pages
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
-from rag_core.records import Chunk
+from rag_core.records import Chunk, Document
 from rag_core.retrieve.filters import describe
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
 
@@ -46,6 +50,7 @@ class EvalReport:
     qrels: QrelsByLevel = field(default_factory=dict)  # level -> query id -> relevant item -> 1
     ranked: dict[str, list[Chunk]] = field(default_factory=dict)  # query id -> the chunks scored, best first
     started_ns: dict[str, int] = field(default_factory=dict)  # query id -> when its retrieval began (epoch ns)
+    pages: dict[str, PageGroups] = field(default_factory=dict)  # query id -> the page ranking scored (tie groups)
 
 
 def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
@@ -81,7 +86,7 @@ def evaluate_config(
     corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
     qrels = build_qrels(judged, corpus.by_id, pipeline.index.chunks)
     run = run_queries(pipeline, queries, where, progress, on_query)
-    metrics, per_query = ranking_metrics(config, queries, corpus, pipeline, qrels, run.retrievals)
+    metrics, per_query, pages = ranking_metrics(config, queries, judged, corpus, pipeline, qrels, run.retrievals)
     metrics.update(latency_summary(run.latency))
     metrics.update(stats.as_metrics())
     metrics.update(pipeline.retriever_metrics())
@@ -108,7 +113,7 @@ def evaluate_config(
         params["filter"] = describe(where)
     depth = max(config.metrics_k)
     ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in run.retrievals.items()}
-    return EvalReport(metrics, rows, params, run.retrievals, qrels, ranked, run.started_ns)
+    return EvalReport(metrics, rows, params, run.retrievals, qrels, ranked, run.started_ns, pages)
 
 
 @dataclass
@@ -137,20 +142,28 @@ def run_queries(pipeline: Pipeline, queries: Sequence[GoldenQuery], where: Mappi
     return run
 
 
-def ranking_metrics(config: RagConfig, queries: Sequence[GoldenQuery], corpus: Corpus, pipeline: Pipeline,
-                    qrels: QrelsByLevel, retrievals: dict[str, Retrieval]) -> tuple[dict[str, float],
-                                                                                  dict[str, dict[str, float]]]:
-    """(averaged metrics, per-query metrics): the final ranking's, the k passages' (``context/*``),
-    each fused retriever's alone, the child level's and query expansion's."""
+def ranking_metrics(config: RagConfig, queries: Sequence[GoldenQuery], judged: Sequence[GoldenQuery], corpus: Corpus,
+                    pipeline: Pipeline, qrels: QrelsByLevel, retrievals: dict[str, Retrieval],
+                    ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, PageGroups]]:
+    """(averaged metrics, per-query metrics, the page rankings scored): the final ranking's, the k
+    passages' (``context/*``), the evidence at each budget (`judged`: the queries as relevance reads
+    them), each fused retriever's alone, the child level's and query expansion's."""
     depth = max(config.metrics_k)
     ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in retrievals.items()}
-    pages = page_rankings({qid: retrieval.ranking for qid, retrieval in retrievals.items()}, config)  # page_score
+    pages = page_rankings({qid: retrieval.ranking for qid, retrieval in retrievals.items()}, config,
+                          corpus.by_id)  # page_score, page_credit
     result = evaluate_rankings(qrels, ranked, config.metrics_k, pages=pages)
     context = {query.id: context_metrics(retrievals[query.id], qrels["chunk"][query.id]) for query in queries}
     for qid, values in context.items():
         result.per_query[qid].update(values)
     metrics = dict(result.averages)
-    for name, alone in retriever_metrics(qrels, retrievals, depth, config.metrics_k).items():
+    evidence, evidence_per_query = evidence_metrics(
+        judged, corpus.by_id, {qid: [hit.chunk for hit in retrieval.ranking] for qid, retrieval in retrievals.items()},
+        config.context_budgets)
+    metrics.update(evidence)
+    for qid, values in evidence_per_query.items():
+        result.per_query[qid].update(values)
+    for name, alone in retriever_metrics(qrels, retrievals, depth, config, corpus.by_id).items():
         metrics.update({f"{name}/{metric}": value for metric, value in alone.averages.items()})
         for qid, values in alone.per_query.items():
             result.per_query[qid].update({f"{name}/{metric}": value for metric, value in values.items()})
@@ -161,7 +174,7 @@ def ranking_metrics(config: RagConfig, queries: Sequence[GoldenQuery], corpus: C
             result.per_query[qid].update(values)
     metrics.update(expansion_metrics(retrievals.values()))
     metrics.update({name: sum(values[name] for values in context.values()) / len(context) for name in CONTEXT_METRICS})
-    return metrics, result.per_query
+    return metrics, result.per_query, pages
 
 
 def work_metrics(retrievals: Mapping[str, Retrieval], latency: Mapping[str, list[float]]) -> dict[str, float]:
@@ -181,14 +194,15 @@ CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")
 
 
 def retriever_metrics(qrels: QrelsByLevel, retrievals: Mapping[str, Retrieval], depth: int,
-                      ks: Sequence[int]) -> dict[str, RankingMetrics]:
+                      config: RagConfig, documents: Mapping[str, Document]) -> dict[str, RankingMetrics]:
     """Each retriever's own list scored like the final ranking (``dense/page/recall@5``, ...), when
     several are fused: what a fusion would get from its best input alone, so one that drags shows."""
     names = next(iter(retrievals.values())).retrievers if retrievals else ()
     if len(names) < 2:
         return {}
     return {name: evaluate_rankings(qrels, {qid: [hit.chunk for hit in retrieval.stages.get(name, [])[:depth]]
-                                            for qid, retrieval in retrievals.items()}, ks)
+                                            for qid, retrieval in retrievals.items()}, config.metrics_k,
+                                    page_credit=config.page_credit, documents=documents)
             for name in names}
 
 

@@ -13,6 +13,9 @@ environment): more than a whole ``eval`` of a BM25 run. ranx stays the tool for 
 Page level ranks pages: by default (``page_score: first``) the pages of the ranked chunks in order of
 first occurrence; with ``max``, ``sum`` or ``mean_top`` (the mean of the best ``page_top_m``) each page
 is scored by pooling the scores of the chunks ranked on it (``rank_pages``), over the whole final ranking.
+How the pages of a passage that crosses pages are credited is ``page_credit``
+(``rag_core.evaluate.page_credit``): by default they share its rank, and page metrics are expected values
+over the orders of tied pages (McSherry and Najork 2008); with one page per rank they are ranx's.
 
 Every query of the qrels counts in every average; a query with nothing retrieved or nothing
 relevant scores 0. Building qrels from evidence is ``rag_core.evaluate.relevance``; logging is the tracking
@@ -21,20 +24,41 @@ module's job.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking, page_item_id
-from rag_core.records import Chunk
+from rag_core.evaluate.golden import GoldenSetError, load_golden
+from rag_core.evaluate.page_credit import DEFAULT_PAGE_CREDIT, PageGroups, credit_rule, page_groups, tied_metric
+from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking
+from rag_core.records import Chunk, Document
 from rag_core.retrieve.parent_child import pool_scores
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
 
-DEFAULT_PRIMARY_METRIC = "page/ndcg@10"  # what ranks runs by default: page level is comparable across chunk sizes; nDCG rewards order
+# What ranks the runs of a sweep by default: the share of the evidence in the first 1,024 words of the
+# ranking, which compares chunkings at an equal budget of text (docs/evaluation.md, "Which metric to
+# trust"); a golden set without evidence text (page-only lines, BEIR) falls back to page nDCG@10.
+DEFAULT_PRIMARY_METRIC = "evidence/recall@1024"
+FALLBACK_PRIMARY_METRIC = "page/ndcg@10"
+
+
+def default_primary_metric(golden: str | Path | None, folder: Path | None = None) -> str:
+    """What ranks a sweep on `golden` (relative to `folder`) unless it says: the evidence at a budget when
+    every line quotes its evidence (``DEFAULT_PRIMARY_METRIC``), else page nDCG@10, which needs no
+    text; a golden set that is not a local file (an MLflow dataset) is taken to quote it."""
+    path = Path(folder or ".") / str(golden) if golden is not None else None
+    if path is None or not path.is_file():
+        return DEFAULT_PRIMARY_METRIC
+    try:
+        queries = load_golden(path)
+    except (GoldenSetError, OSError):
+        return DEFAULT_PRIMARY_METRIC  # the sweep reports the problem where it reads the set
+    quoted = all(query.evidence and all(item.text for item in query.evidence) for query in queries)
+    return DEFAULT_PRIMARY_METRIC if quoted else FALLBACK_PRIMARY_METRIC
 
 
 @dataclass(frozen=True)
@@ -50,11 +74,12 @@ def metric_names(ks: Iterable[int] = (5, 10)) -> list[str]:
 
 def evaluate_rankings(
     qrels: QrelsByLevel, ranked: Mapping[str, Sequence[Chunk]], ks: Iterable[int] = (5, 10),
-    pages: Mapping[str, Sequence[str]] | None = None,
+    pages: Mapping[str, PageGroups] | None = None, page_credit: str = DEFAULT_PAGE_CREDIT,
+    documents: Mapping[str, Document] | None = None,
 ) -> RankingMetrics:
-    """Score ranked chunks (query_id -> chunks, best first) against `qrels` at every level; with
-    `pages` (query_id -> page ids, best first: ``page_rankings``) the page level scores those instead
-    of the pages of `ranked` in order of first occurrence.
+    """Score ranked chunks (query_id -> chunks, best first) against `qrels` at every level. The page
+    level ranks the pages of `ranked` under `page_credit` (``majority`` needs the `documents`), or
+    scores `pages` (query_id -> tie groups of page ids, best first: ``page_rankings``) when given.
 
     A query of the qrels missing from `ranked` counts as nothing retrieved. Queries in `ranked`
     without qrels are an error: they would silently drop out of the averages otherwise.
@@ -71,13 +96,14 @@ def evaluate_rankings(
     for level in LEVELS:
         level_qrels = qrels.get(level, {})
         for qid in query_ids:
-            if level == "page" and pages is not None:
-                ranking = list(pages.get(qid, ()))
+            if level == "page":
+                groups = (list(pages.get(qid, ())) if pages is not None
+                          else page_groups(ranked.get(qid, ()), page_credit, documents))
             else:
-                ranking = collapse_ranking(ranked.get(qid, ()), level)
+                groups = [[item] for item in collapse_ranking(ranked.get(qid, ()), level)]
             relevant = set(level_qrels.get(qid, {}))
             for name in names:
-                per_query[qid][f"{level}/{name}"] = query_metric(name, ranking, relevant)
+                per_query[qid][f"{level}/{name}"] = tied_metric(name, groups, relevant)
 
     flat_names = list(per_query[query_ids[0]])
     averages = {name: float(np.mean([per_query[qid][name] for qid in query_ids])) for name in flat_names}
@@ -85,57 +111,55 @@ def evaluate_rankings(
 
 
 def rank_pages(chunks: Sequence[Chunk], scores: Sequence[float], rule: str = "first", top_m: int = 2,
-               rrf_k: int = 60) -> list[str]:
-    """Ranked chunks (best first) and their scores -> ranked page ids. ``first``: pages in order of
-    first occurrence (``collapse_ranking``); ``max`` | ``sum`` | ``mean_top``: each page scored by
-    pooling the scores of the chunks on it (``pool_scores``; a chunk that crosses pages counts on each),
-    best first, ties in order of first occurrence. Scores that do not fall down the list (a re-ranked
-    head above the fused tail: two scales) are replaced by reciprocal ranks ``1 / (rrf_k + rank)``."""
+               rrf_k: int = 60, credit: str = "page_order", documents: Mapping[str, Document] | None = None,
+               ) -> PageGroups:
+    """Ranked chunks (best first) and their scores -> tie groups of page ids, best first, under the
+    page `credit` (``rag_core.evaluate.page_credit``). ``first``: pages in order of first occurrence;
+    ``max`` | ``sum`` | ``mean_top``: each page scored by pooling the scores of the chunks on it
+    (``pool_scores``; a chunk that crosses pages counts on each), best first, equal scores in order of
+    first occurrence; with ``tied`` credit, pages of equal score first found in one chunk share a rank.
+    Scores that do not fall down the list (a re-ranked head above the fused tail: two scales) are
+    replaced by reciprocal ranks ``1 / (rrf_k + rank)``."""
     if rule == "first":
-        return collapse_ranking(chunks, "page")
+        return page_groups(chunks, credit, documents)
     if len(scores) != len(chunks):
         raise ValueError(f"{len(chunks)} chunks but {len(scores)} scores")
     if any(later > earlier for earlier, later in zip(scores, scores[1:])):
         scores = [1.0 / (rrf_k + rank) for rank in range(1, len(chunks) + 1)]
+    pages_of, tied = credit_rule(credit)
     by_page: dict[str, list[float]] = {}  # in order of first occurrence
-    for chunk, score in zip(chunks, scores):
-        for page in range(chunk.page_start, chunk.page_end + 1):
-            by_page.setdefault(page_item_id(chunk.doc_id, page), []).append(float(score))
+    first_chunk: dict[str, int] = {}  # page -> position of the chunk it first occurs in
+    for position, (chunk, score) in enumerate(zip(chunks, scores)):
+        for page in pages_of(chunk, documents):
+            by_page.setdefault(page, []).append(float(score))
+            first_chunk.setdefault(page, position)
     pooled = {page: pool_scores(found, rule, top_m) for page, found in by_page.items()}
     order = {page: position for position, page in enumerate(by_page)}
-    return sorted(by_page, key=lambda page: (-pooled[page], order[page]))
+    groups: PageGroups = []
+    for page in sorted(by_page, key=lambda page: (-pooled[page], order[page])):
+        last = groups[-1][-1] if groups else None
+        if tied and last is not None and (pooled[last], first_chunk[last]) == (pooled[page], first_chunk[page]):
+            groups[-1].append(page)
+        else:
+            groups.append([page])
+    return groups
 
 
-def page_rankings(rankings: Mapping[str, Sequence[Any]], config: RagConfig) -> dict[str, list[str]] | None:
-    """query_id -> ranked page ids under the config's ``page_score`` from each query's whole final
-    ranking (hits with ``chunk`` and ``score``, best first); None with ``first`` (the pages of the
-    scored chunks, in order of first occurrence, as before)."""
-    rule = getattr(config, "page_score", "first")
-    if rule == "first":
-        return None
-    return {qid: rank_pages([hit.chunk for hit in hits], [hit.score for hit in hits], rule, config.page_top_m,
-                            config.rrf_k)
+def page_rankings(rankings: Mapping[str, Sequence[Any]], config: RagConfig,
+                  documents: Mapping[str, Document] | None = None) -> dict[str, PageGroups]:
+    """query_id -> tie groups of page ids under the config's ``page_score`` and ``page_credit``, from
+    each query's final ranking (hits with ``chunk`` and ``score``, best first): to ``max(metrics_k)``
+    passages with ``first``, the whole ranking with a pooling rule."""
+    depth = max(config.metrics_k) if config.page_score == "first" else None
+    return {qid: rank_pages([hit.chunk for hit in hits[:depth]], [hit.score for hit in hits[:depth]],
+                            config.page_score, config.page_top_m, config.rrf_k, config.page_credit, documents)
             for qid, hits in rankings.items()}
 
 
 def query_metric(name: str, ranking: Sequence[str], relevant: set[str]) -> float:
     """One metric (``recall@5``, ``ndcg@10``, ``hit_rate@5``, ``mrr``) of one ranked list (best first,
     no duplicates) against the relevant ids; 0 when nothing is relevant or retrieved."""
-    if not relevant or not ranking:
-        return 0.0
-    metric, _, cutoff = name.partition("@")
-    top = ranking[: int(cutoff)] if cutoff else ranking
-    ranks = [rank for rank, item in enumerate(top, start=1) if item in relevant]
-    if metric == "recall":
-        return len(ranks) / len(relevant)
-    if metric == "hit_rate":
-        return float(bool(ranks))
-    if metric == "mrr":
-        return 1.0 / ranks[0] if ranks else 0.0
-    if metric == "ndcg":
-        ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(relevant), int(cutoff)) + 1))
-        return sum(1.0 / math.log2(rank + 1) for rank in ranks) / ideal
-    raise ValueError(f"unknown metric {name!r}; valid: recall@K, ndcg@K, hit_rate@K, mrr")
+    return tied_metric(name, [[item] for item in ranking], relevant)
 
 
 def first_relevant_rank(ranked_ids: Sequence[str], relevant_ids: Iterable[str]) -> int | None:

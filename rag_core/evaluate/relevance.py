@@ -31,6 +31,7 @@ from typing import Callable, Iterable, Mapping, Sequence
 from rapidfuzz import fuzz
 
 from rag_core.evaluate.golden import Evidence, GoldenQuery, GoldenSetError, known_documents_hint
+from rag_core.evaluate.page_credit import flatten, page_groups, page_item_id
 from rag_core.records import Chunk, Document
 
 LEVELS = ("chunk", "page", "doc")
@@ -50,10 +51,6 @@ _LINE_BREAK_HYPHEN = re.compile(r"(?<=[^\W\d_])-[^\S\n]*\n\s*(?=[^\W\d_])")
 
 class EvidenceNotFound(GoldenSetError):
     """An evidence passage cannot be aligned with its document well enough."""
-
-
-def page_item_id(doc_id: str, page: int) -> str:
-    return f"{doc_id}#p{page}"
 
 
 # --- 1. locating evidence ------------------------------------------------------------------------
@@ -249,16 +246,13 @@ def _evidence_items(
 def collapse_ranking(chunks_ranked: Sequence[Chunk], level: str) -> list[str]:
     """Ranked chunks -> ranked item ids at `level`; an item keeps the rank of its first occurrence.
 
-    At page level a chunk that crosses pages contributes each of its pages, in page order.
+    At page level a chunk that crosses pages contributes each of its pages, in page order (the
+    ``page_order`` credit; page metrics use ``rag_core.evaluate.page_credit.page_groups``).
     """
     if level == "chunk":
         items: Iterable[str] = (chunk.id for chunk in chunks_ranked)
     elif level == "page":
-        items = (
-            page_item_id(chunk.doc_id, page)
-            for chunk in chunks_ranked
-            for page in range(chunk.page_start, chunk.page_end + 1)
-        )
+        items = flatten(page_groups(chunks_ranked, "page_order"))
     elif level == "doc":
         items = (chunk.doc_id for chunk in chunks_ranked)
     else:

@@ -8,6 +8,7 @@ import pytest
 from rag_core.config import RagConfig
 from rag_core.components import ConfigError
 from rag_core.evaluate.metrics import evaluate_rankings, page_rankings, rank_pages
+from rag_core.evaluate.page_credit import flatten
 from rag_core.records import Chunk
 from rag_core.retrieve.parent_child import pool_scores
 
@@ -37,7 +38,16 @@ P = {n: f"a.pdf#p{n}" for n in range(1, 5)}
     ("mean_top", 3, [2, 1, 3, 4]),  # no page has three chunks: as mean_top2
 ])
 def test_pages_ranked_by_each_rule(rule, top_m, expected):
-    assert rank_pages(CHUNKS, SCORES, rule, top_m) == [P[n] for n in expected]
+    assert flatten(rank_pages(CHUNKS, SCORES, rule, top_m)) == [P[n] for n in expected]
+
+
+@pytest.mark.parametrize("rule, groups", [
+    ("first", [[1], [2], [3, 4]]),  # c4's pages share its rank
+    ("max", [[1], [2], [3, 4]]),  # p3 and p4: both 0.5, both first found in c4
+    ("sum", [[2], [1], [4], [3]]),  # no equal scores
+])
+def test_tied_credit_groups_the_pages_of_one_passage(rule, groups):
+    assert rank_pages(CHUNKS, SCORES, rule, 2, credit="tied") == [[P[n] for n in group] for group in groups]
 
 
 def test_pool_scores_by_hand():
@@ -52,13 +62,13 @@ def test_scores_out_of_order_are_pooled_as_reciprocal_ranks():
     # a re-ranked head (10.0) above a fused tail (0.2, 0.3): two scales. Raw sums would put p1 first
     # (10 against 0.5); reciprocal ranks give p1 1/61 = 0.0164 and p2 1/62 + 1/63 = 0.0320.
     chunks = [chunk("h", 1), chunk("t1", 2), chunk("t2", 2)]
-    assert rank_pages(chunks, [10.0, 0.2, 0.3], "sum", rrf_k=60) == [P[2], P[1]]
-    assert rank_pages(chunks, [10.0, 0.3, 0.2], "sum", rrf_k=60) == [P[1], P[2]]  # in order: raw scores
+    assert flatten(rank_pages(chunks, [10.0, 0.2, 0.3], "sum", rrf_k=60)) == [P[2], P[1]]
+    assert flatten(rank_pages(chunks, [10.0, 0.3, 0.2], "sum", rrf_k=60)) == [P[1], P[2]]  # in order: raw scores
 
 
 def test_page_level_metrics_use_the_page_ranking():
     qrels = {"chunk": {"q": {"c2": 1}}, "page": {"q": {P[2]: 1}}, "doc": {"q": {"a.pdf": 1}}}
-    first = evaluate_rankings(qrels, {"q": CHUNKS}, (1, 10))
+    first = evaluate_rankings(qrels, {"q": CHUNKS}, (1, 10), page_credit="page_order")
     pooled = evaluate_rankings(qrels, {"q": CHUNKS}, (1, 10), pages={"q": rank_pages(CHUNKS, SCORES, "sum")})
     assert first.averages["page/recall@1"] == 0.0 and pooled.averages["page/recall@1"] == 1.0
     assert first.averages["page/ndcg@10"] == pytest.approx(1 / 1.5849625007211563)  # rank 2: 1/log2(3)
@@ -68,9 +78,12 @@ def test_page_level_metrics_use_the_page_ranking():
 
 def test_page_rankings_from_hits_and_config():
     hits = [SimpleNamespace(chunk=c, score=s) for c, s in zip(CHUNKS, SCORES)]
-    assert page_rankings({"q": hits}, SimpleNamespace(page_score="first")) is None  # today's behaviour
-    config = SimpleNamespace(page_score="mean_top", page_top_m=2, rrf_k=60)
-    assert page_rankings({"q": hits}, config) == {"q": [P[2], P[1], P[3], P[4]]}
+    first = SimpleNamespace(page_score="first", page_top_m=2, rrf_k=60, page_credit="page_order", metrics_k=(5, 10))
+    assert page_rankings({"q": hits}, first) == {"q": [[P[1]], [P[2]], [P[3]], [P[4]]]}
+    config = SimpleNamespace(page_score="mean_top", page_top_m=2, rrf_k=60, page_credit="tied", metrics_k=(5, 10))
+    assert page_rankings({"q": hits}, config) == {"q": [[P[2]], [P[1]], [P[3]], [P[4]]]}  # 0.5 ties: other chunks
+    short = SimpleNamespace(page_score="first", page_top_m=2, rrf_k=60, page_credit="tied", metrics_k=(3,))
+    assert page_rankings({"q": hits}, short) == {"q": [[P[1]], [P[2]]]}  # 'first' reads max(metrics_k) passages
 
 
 def test_page_score_is_a_checked_setting():

@@ -7,7 +7,8 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
     golden: ../data/golden/golden.jsonl
     max_queries: 10                       # optional: the first N queries only
     experiment: my experiment             # optional: default "<corpus> | <golden set>"
-    primary_metric: page/ndcg@10          # optional: ranks the comparison table (best first)
+    primary_metric: evidence/recall@1024  # optional: ranks the comparison table (best first); the default:
+                                          # this with evidence text in every golden line, else page/ndcg@10
     plugins: [my_retriever.py]            # optional: modules or .py files (relative to the file) registering
                                           # components, imported before the settings are checked
     base: {mode: hybrid}                  # settings of every point
@@ -49,7 +50,8 @@ from rag_core.components import load_plugins
 from rag_core.doc_ids import escape_controls
 from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
                              setting_names)
-from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC, metric_names
+from rag_core.evaluate.evidence_budget import evidence_metric_names
+from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC, default_primary_metric, metric_names
 from rag_core.evaluate.relevance import LEVELS
 from rag_core.ingest.chunking import chunker_key
 from rag_core.progress import progress
@@ -257,19 +259,21 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
         name=check_name(data.get("name"), path), path=path.resolve(), input_dir=resolve(data.get("input")),
         golden=resolve(data.get("golden")), beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
         max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
-        primary_metric=str(data.get("primary_metric", DEFAULT_PRIMARY_METRIC)), base=base, grid=grid,
+        primary_metric=str(data.get("primary_metric") or (FALLBACK_PRIMARY_METRIC if data.get("beir") is not None
+                                                          else default_primary_metric(data.get("golden"), folder))),
+        base=base, grid=grid,
         holdout=holdout, holdout_seed=holdout_seed, listed=tuple(dict(point or {}) for point in listed),
         select=check_select(data.get("select"), str(path)),
         ranges=ranges, search=search,
     )
     if search.is_search:  # a space is sampled, not enumerated: each value must be able to make a valid point
         check_space(spec.space, base, str(path))
-        metrics_k = load_config(None, {"metrics_k": base["metrics_k"]}).metrics_k if "metrics_k" in base \
-            else RagConfig().metrics_k
+        scoring = load_config(None, {name: base[name] for name in ("metrics_k", "context_budgets") if name in base})
     else:
         points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
-        metrics_k = points[0].config.metrics_k
-    quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(metrics_k)}
+        scoring = points[0].config
+    quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(scoring.metrics_k)}
+    quality |= set(evidence_metric_names(scoring.context_budgets))
     if spec.primary_metric not in quality:
         raise ConfigError(f"{path}: primary_metric {spec.primary_metric!r} is not a retrieval metric; "
                           f"choose one of {', '.join(sorted(quality))}")

@@ -15,7 +15,7 @@ Left out: JSON output (each command's ``--json`` prints its records as they are)
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rag_core.evaluate.metrics import metric_names
 from rag_core.evaluate.relevance import LEVELS
@@ -143,6 +143,8 @@ def format_eval_report(report: "EvalReport") -> str:
              f"rerank_depth {params.get('rerank_depth')}; the final ranking is scored to depth {max(ks)}"]
     lines += text_table(["level", *names], [[level, *(f"{metrics.get(f'{level}/{name}', 0.0):.3f}" for name in names)]
                                             for level in (*LEVELS, *(("child",) if "child/mrr" in metrics else ()))])
+    lines.append(f"Page metrics credit a passage's pages by page_credit {params.get('page_credit', 'tied')}.")
+    lines += evidence_lines(metrics, params)
     alone = [name[:-len("/page/recall@5")] for name in metrics if name.endswith("/page/recall@5") and name.count("/") == 2]
     if alone:  # several retrievers fused: each one's own list, scored the same way
         lines += ["", "Each retriever alone (its own list before fusion)"]
@@ -185,6 +187,19 @@ def format_eval_report(report: "EvalReport") -> str:
         lines.append(f"Re-rank: {int(metrics.get('rerank/pairs_scored', 0))} pairs scored, "
                      f"{int(metrics.get('rerank/cache_hits', 0))} from cache; model: {params['rerank_model_used']}")
     return "\n".join(lines)
+
+
+def evidence_lines(metrics: Mapping[str, float], params: Mapping[str, str]) -> list[str]:
+    """The evidence metrics (``rag_core.evaluate.evidence_budget``) as a table by budget, or why there are none."""
+    budgets = [int(budget) for budget in params.get("context_budgets", "").split(",") if budget.strip()]
+    scored = int(metrics.get("evidence/queries", 0))
+    queries = int(metrics.get("eval/queries", 0))
+    if not budgets or not scored:
+        return ["", "Evidence at a context budget: not available (no query's evidence quotes its text)"]
+    lines = ["", f"Evidence in the ranking's first B words ({scored} of {queries} queries quote their evidence)"]
+    return lines + text_table(["budget (words)", "recall", "precision", "iou"], [
+        [str(budget), *(f"{metrics[f'evidence/{name}@{budget}']:.3f}" for name in ("recall", "precision", "iou"))]
+        for budget in budgets])
 
 
 def dense_reading_lines(longer_share: float, unread_share: float, where: str, warn: bool = True) -> list[str]:
@@ -245,8 +260,10 @@ def format_sweep(result: "SweepResult", wide: bool = False) -> str:
                                "FILE --wide (finished points are not run again), or comparison.csv on the parent run "
                                "in MLflow", WIDTH)
     work = result.work
+    credits = sorted({outcome.point.config.page_credit for outcome in result.outcomes})
     lines = [
         f"Sweep {result.name!r}: best first by {ranked_by}{' (the tuning queries)' if result.holdout else ''}; "
+        f"page_credit {', '.join(credits) or 'tied'}",
         "[95% bootstrap interval over queries]",
         table,
         *legend,

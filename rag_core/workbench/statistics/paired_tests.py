@@ -11,6 +11,8 @@ two-sided (``selection.paired_t_test``; ``scipy.stats.ttest_rel`` is its referen
 difference), where ranx (scipy) gives NaN. Win/tie/loss counts the queries where the first run
 scores higher / the same / lower, as ranx does.
 
+Items of equal score share a rank, and each metric is its expected value over their orders
+(``rag_core.evaluate.page_credit.tied_metric``): the page credit of the run that logged them.
 ``rankings``: run name -> query id -> item id -> score (higher first: the ``ranx/run.json`` artifact);
 ``qrels``: query id -> item id -> relevance (> 0 is relevant).
 Left out: Fisher's randomization test and Tukey's HSD (``compare.significance`` leaves those to ranx).
@@ -24,7 +26,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rag_core.evaluate.metrics import query_metric
+from rag_core.evaluate.page_credit import from_scores, tied_metric
 from rag_core.workbench.statistics.selection import paired_t_test
 
 STAT_TEST = "student"
@@ -82,11 +84,10 @@ def per_query_values(qrels: Mapping[str, Mapping[str, float]], ranking: Mapping[
     scores 0, as does one without a relevant item."""
     values = {metric: np.zeros(len(qrels)) for metric in metrics}
     for position, (query_id, judged) in enumerate(qrels.items()):
-        scored = ranking.get(query_id) or {}
-        ranked = sorted(scored, key=lambda item: -scored[item])
+        groups = from_scores(ranking.get(query_id) or {})
         relevant = {item for item, relevance in judged.items() if relevance > 0}
         for metric in metrics:
-            values[metric][position] = query_metric(metric, ranked, relevant)
+            values[metric][position] = tied_metric(metric, groups, relevant)
     return values
 
 

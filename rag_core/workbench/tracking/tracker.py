@@ -55,6 +55,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from rag_core._compat import StrEnum
 from rag_core.api_keys import KEY_ENV, redact, secret_values
 from rag_core.errors import BadInput, RunFailure
+from rag_core.evaluate.page_credit import as_scores
 from rag_core.evaluate.relevance import LEVELS, collapse_ranking
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
 from rag_core.workbench.reports.plots import plot_latency_by_stage, plot_retrieval_by_level
@@ -358,13 +359,15 @@ def write_evaluation_artifacts(report: "EvalReport", folder: Path) -> list[Path]
 
 
 def ranx_runs(report: "EvalReport") -> dict[str, dict[str, dict[str, float]]]:
-    """level -> query_id -> item_id -> 1/rank: the evaluated rankings, as ranx reads them."""
+    """level -> query_id -> item_id -> 1/rank: the evaluated rankings, as ranx reads them; at page level
+    the pages scored (``page_score``, ``page_credit``), where pages that share a rank share a score."""
     runs: dict[str, dict[str, dict[str, float]]] = {}
     for level in LEVELS:
         runs[level] = {}
         for query_id, chunks in report.ranked.items():
-            items = collapse_ranking(chunks, level)
-            runs[level][query_id] = {item: 1.0 / rank for rank, item in enumerate(items, start=1)}
+            groups = report.pages.get(query_id) if level == "page" else None
+            runs[level][query_id] = as_scores(groups if groups is not None
+                                              else [[item] for item in collapse_ranking(chunks, level)])
     return runs
 
 

@@ -1,0 +1,148 @@
+"""Evidence metrics at a context budget: how much of the golden evidence the text an answer would
+receive holds, whatever the chunking.
+
+For each query the final ranking is read best first and passages are kept until ``B`` words (a budget
+of ``context_budgets``; words are whitespace-separated, as ``chunk_size`` counts them by default); the
+passage that crosses the budget is cut after its first words that fit. The kept text and the evidence
+are compared as character positions in their documents (the evidence located the way relevance
+locates it, ``rag_core.evaluate.relevance.locate_evidence``, never by comparing passage strings) and
+measured in characters other than whitespace, so text kept twice by overlapping passages counts
+once, and moving a chunk boundary without changing which text is kept changes nothing (not even the
+spaces between passages). For each budget, as in Chroma's "Evaluating Chunking Strategies
+for Retrieval" (2024), which scores chunkers at the token level:
+
+- ``evidence/recall@B``: the share of the evidence's characters that are kept;
+- ``evidence/precision@B``: the share of the kept characters that are evidence;
+- ``evidence/iou@B``: kept and evidence, intersection over union.
+
+Because every chunking gets the same budget, a large chunk is not rewarded for holding more text per
+rank, and a small one is not rewarded for precision it only has because less is shown.
+
+A query whose evidence has no text (page-only lines, BEIR qrels) or cannot be located has no value
+(left out of the averages, never 0); with no such query at all the metrics are not reported, and
+``evidence/queries`` says how many queries were scored.
+
+Left out: budgets in model tokens (words are stated instead; a tokenizer would tie the metric to a model).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Iterable, Mapping, Sequence
+
+import numpy as np
+
+from rag_core.evaluate.golden import GoldenQuery
+from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
+from rag_core.records import Chunk, Document
+
+EVIDENCE_METRICS = ("recall", "precision", "iou")
+_WORD = re.compile(r"\S+")
+
+Spans = dict[str, list[tuple[int, int]]]  # doc_id -> disjoint, sorted [start, end) character spans
+
+
+def evidence_metric_names(budgets: Iterable[int]) -> list[str]:
+    return [f"evidence/{metric}@{budget}" for budget in budgets for metric in EVIDENCE_METRICS]
+
+
+def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Sorted, disjoint spans covering the same characters (touching spans joined)."""
+    result: list[tuple[int, int]] = []
+    for start, end in sorted(span for span in spans if span[1] > span[0]):
+        if result and start <= result[-1][1]:
+            result[-1] = (result[-1][0], max(result[-1][1], end))
+        else:
+            result.append((start, end))
+    return result
+
+
+@functools.lru_cache(maxsize=64)
+def _text_before(document: Document) -> np.ndarray:
+    """``[i]``: how many characters of ``document.text[:i]`` are not whitespace."""
+    counts = np.zeros(len(document.text) + 1, dtype=np.int64)
+    counts[1:] = np.cumsum([not char.isspace() for char in document.text])
+    return counts
+
+
+def covered(spans: Spans, documents: Mapping[str, Document]) -> int:
+    """Characters other than whitespace in `spans`."""
+    total = 0
+    for doc_id, found in spans.items():
+        before = _text_before(documents[doc_id])
+        total += sum(int(before[end] - before[start]) for start, end in found)
+    return total
+
+
+def intersection(first: Spans, second: Spans) -> Spans:
+    """The spans in both (each a doc_id -> merged spans map)."""
+    common: Spans = {}
+    for doc_id, spans in first.items():
+        others, j = second.get(doc_id, []), 0
+        for start, end in spans:
+            while j < len(others) and others[j][1] <= start:
+                j += 1
+            k = j
+            while k < len(others) and others[k][0] < end:
+                common.setdefault(doc_id, []).append((max(start, others[k][0]), min(end, others[k][1])))
+                k += 1
+    return common
+
+
+def evidence_spans(query: GoldenQuery, documents: Mapping[str, Document]) -> Spans | None:
+    """Where the query's evidence lies; None when a piece of evidence has no text or is not found."""
+    found: dict[str, list[tuple[int, int]]] = {}
+    for item in query.evidence:
+        document = documents.get(item.source)
+        if item.text is None or document is None:
+            return None
+        try:
+            found.setdefault(document.doc_id, []).append(locate_evidence(document, item.text, page=item.page))
+        except EvidenceNotFound:
+            return None
+    return {doc_id: merged(spans) for doc_id, spans in found.items()} or None
+
+
+def kept_spans(ranking: Sequence[Chunk], budget_words: int) -> Spans:
+    """The text of the ranked passages, best first, up to `budget_words` words (the last one cut)."""
+    kept: dict[str, list[tuple[int, int]]] = {}
+    left = budget_words
+    for chunk in ranking:
+        if left <= 0:
+            break
+        words = list(_WORD.finditer(chunk.text))
+        end = chunk.char_end if len(words) <= left else chunk.char_start + words[left - 1].end()
+        kept.setdefault(chunk.doc_id, []).append((chunk.char_start, end))
+        left -= len(words)
+    return {doc_id: merged(spans) for doc_id, spans in kept.items()}
+
+
+def budget_scores(kept: Spans, evidence: Spans, documents: Mapping[str, Document]) -> dict[str, float]:
+    both = covered(intersection(kept, evidence), documents)
+    kept_chars, evidence_chars = covered(kept, documents), covered(evidence, documents)
+    union = kept_chars + evidence_chars - both
+    return {"recall": both / evidence_chars if evidence_chars else 0.0,
+            "precision": both / kept_chars if kept_chars else 0.0,
+            "iou": both / union if union else 0.0}
+
+
+def evidence_metrics(queries: Sequence[GoldenQuery], documents: Mapping[str, Document],
+                     rankings: Mapping[str, Sequence[Chunk]], budgets: Sequence[int],
+                     ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
+    """(averages, query id -> values) of every evidence metric at every budget; queries without
+    located evidence text have no values, and with none at all both are empty but for the count."""
+    per_query: dict[str, dict[str, float]] = {}
+    for query in queries:
+        evidence = evidence_spans(query, documents)
+        if evidence is None:
+            continue
+        values = per_query[query.id] = {}
+        for budget in budgets:
+            scores = budget_scores(kept_spans(rankings.get(query.id, ()), budget), evidence, documents)
+            values.update({f"evidence/{metric}@{budget}": scores[metric] for metric in EVIDENCE_METRICS})
+    averages = {"evidence/queries": float(len(per_query))}
+    if per_query:
+        averages.update({name: float(np.mean([values[name] for values in per_query.values()]))
+                         for name in evidence_metric_names(budgets)})
+    return averages, per_query
