@@ -25,6 +25,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 
 from rag_core.config import load_config  # noqa: E402
 from rag_core.paths import EXPERIMENTS_DIR, PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, default_store_dir  # noqa: E402
+from rag_core.terminal_text import fit, fitted_warnings  # noqa: E402
 
 # One question of each kind in the golden set: an exact identifier, a paraphrase, a mix of both.
 SAMPLE_QUESTIONS = (
@@ -38,6 +39,11 @@ MLFLOW_UI = ("mlflow ui --backend-store-uri sqlite:///mlruns/mlflow.db --default
 
 
 def main(argv: list[str] | None = None) -> int:
+    with fitted_warnings():  # no line over 120 characters, the library's warnings included
+        return _demo(argv)
+
+
+def _demo(argv: list[str] | None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rag_core.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--sweep", default=str(DEMO_SWEEP), help="sweep file [experiments/grid.yaml]")
     parser.add_argument("--workers", type=int, default=1, help="sweep points run in parallel [1]")
@@ -54,12 +60,12 @@ def main(argv: list[str] | None = None) -> int:
     report = ingest_directory(SAMPLE_DOCUMENTS_DIR, store, config, progress=True)
     print(f"{report['documents']} documents, {report['chunks']} chunks ({report['added']} new in this run)")
     for skipped in report["skipped"]:
-        print(f"  skipped {skipped['path']}: {skipped['reason']}")
+        print(fit(f"  skipped {skipped['path']}: {skipped['reason']}"))
 
     _heading("2. Three sample questions")
     for number, question in enumerate(SAMPLE_QUESTIONS, start=1):
         print(f"\nQ{number}: {question}\n")
-        print(_shortened(format_answer(answer_query(question, store, config))))
+        print(fit(_shortened(format_answer(answer_query(question, store, config)))))
 
     from rag_core.workbench import load_sweep, run_sweep
 
@@ -72,16 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     _heading("4. Where to look")
     uri = result.tracking_uri
     if os.environ.get("MLFLOW_TRACKING_URI"):
-        print(f"MLflow UI:   mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000")
+        print(fit(f"MLflow UI:   mlflow ui --backend-store-uri {uri} --host 127.0.0.1 --port 5000"))
     else:
-        print(f"MLflow UI:   make mlflow-ui\n             (runs: {MLFLOW_UI})")
+        print(fit(f"MLflow UI:   make mlflow-ui\n             (runs: {MLFLOW_UI})", indent="       "))
     from rag_core.workbench.tracking.experiment_view import runs_view_url
     from rag_core.workbench.tracking.tracker import Tracker
 
     experiment_id = Tracker(uri).experiment_id(result.experiment)
-    print(f"             then open {runs_view_url('http://127.0.0.1:5000', experiment_id)}")
-    print(f"             (experiment {result.experiment!r}, parent run {spec.name!r}; each point's Traces tab "
-          "shows its queries stage by stage)")
+    print(fit(f"             then open {runs_view_url('http://127.0.0.1:5000', experiment_id)}"))
+    print(fit(f"             (experiment {result.experiment!r}, parent run {spec.name!r}; each point's Traces tab "
+              "shows its queries stage by stage)"))
     print(f"Notebooks:   executed ones in {_shown(result.output_dir)}")
     print("             compare runs, plots and a significance test: notebooks/03-compare.ipynb (make lab)")
     print(f"\nDemo finished in {time.perf_counter() - started:.0f} s.")
@@ -100,7 +106,7 @@ def _shortened(text: str, max_lines: int = 25) -> str:
 
 
 def _heading(text: str) -> None:
-    print(f"\n{'=' * 100}\n{text}\n{'=' * 100}", flush=True)
+    print(f"\n{'=' * 100}\n{fit(text)}\n{'=' * 100}", flush=True)
 
 
 def _shown(path: Path) -> str:

@@ -24,6 +24,7 @@ from rag_core.config import RagConfig, load_config
 from rag_core.doc_ids import escape_terminal
 from rag_core.errors import BadInput, RunFailure
 from rag_core.paths import default_store_dir
+from rag_core.terminal_text import fit
 
 EXIT_OK, EXIT_FAILURE, EXIT_BAD_INPUT = 0, 1, 2
 
@@ -78,11 +79,12 @@ def store_from_args(args: argparse.Namespace) -> Path:
 # --- output ---------------------------------------------------------------------------------------
 def emit(args: argparse.Namespace, payload: dict[str, Any], text: str) -> None:
     """`payload` as JSON with ``--json`` (exact: JSON escapes control characters itself), else `text`
-    with its control characters escaped (a NUL or ANSI escape from a document is shown, not obeyed)."""
+    with its control characters escaped (a NUL or ANSI escape from a document is shown, not obeyed) and
+    its long lines wrapped to the terminal's width (``rag_core.terminal_text.fit``)."""
     if args.json:
         print(json.dumps(payload, indent=2, default=str))
     else:
-        print(escape_terminal(text))
+        print(fit(escape_terminal(text)))
 
 
 def known_failure(exc: Exception) -> tuple[str, int] | None:
@@ -135,13 +137,13 @@ TAGGED = "[rag] "  # a message that carries its own tag is shown as it is
 
 class TerminalFormat(logging.Formatter):
     """``warning: <message>`` for a warning or worse, the bare message for a note (INFO), a tagged
-    message (``[rag] ...``) as it is."""
+    message (``[rag] ...``) as it is; wrapped at word boundaries to the terminal's width (``fit``)."""
 
     def formatMessage(self, record: logging.LogRecord) -> str:
         message = as_flags(record.message)
         if record.levelno >= logging.WARNING and not message.startswith(TAGGED):
-            return f"warning: {message}"
-        return message
+            return fit(f"warning: {message}")
+        return fit(message)
 
 
 class StderrHandler(logging.StreamHandler):

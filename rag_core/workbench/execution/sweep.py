@@ -51,6 +51,7 @@ from typing import Any, Callable, Iterator
 from rag_core.config import ConfigError
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.paths import NOTEBOOKS_DIR
+from rag_core.terminal_text import fitted
 from rag_core.workbench.execution.cost import record_runs
 from rag_core.workbench.execution.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.execution.executors import EXECUTORS, ExecutorCounts, PointExecutor, open_executor
@@ -80,6 +81,7 @@ def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outpu
         raise ConfigError(f"`workers` must be at least 1, got {workers}")
     if executor not in EXECUTORS:
         raise ConfigError(f"`executor` must be one of {', '.join(EXECUTORS)}, got {executor!r}")
+    echo = fitted(echo)  # each progress line fits the terminal (the reason a point is not run is long)
     if spec.search.is_search:  # strategy tpe or halving: Optuna picks the points
         return run_search(spec, store_dir, workers=workers, output_dir=output_dir, tracking_uri=tracking_uri, echo=echo,
                           notebook=notebook, rerun=rerun, executor=executor, ray_address=ray_address)

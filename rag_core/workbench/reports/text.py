@@ -8,7 +8,9 @@
   honest winner (``sweep``, ``make demo``, ``notebooks/03-compare.ipynb``);
 - ``format_calibration``: the judge against human scores (``calibrate-judge``).
 Each takes the result record and returns a string; none prints, reads arguments or exits (that is
-``rag_core.cli``). Heavy imports (pandas) happen inside the function that needs them.
+``rag_core.cli``). The notes of the eval and sweep reports are wrapped to the terminal's width
+(``rag_core.terminal_text.fit``); their tables are not (they fit, but for ``sweep --wide``). Heavy
+imports (pandas) happen inside the function that needs them.
 Left out: JSON output (each command's ``--json`` prints its records as they are).
 """
 
@@ -22,6 +24,7 @@ from rag_core.evaluate.relevance import LEVELS
 from rag_core.retrieve.pipeline import shown_stages
 from rag_core.retrieve.retrievers import retriever_choices
 from rag_core.retrieve.windows import UNREAD_WARN_SHARE
+from rag_core.terminal_text import fit
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
@@ -186,7 +189,7 @@ def format_eval_report(report: "EvalReport") -> str:
     if "rerank_model_used" in params:
         lines.append(f"Re-rank: {int(metrics.get('rerank/pairs_scored', 0))} pairs scored, "
                      f"{int(metrics.get('rerank/cache_hits', 0))} from cache; model: {params['rerank_model_used']}")
-    return "\n".join(lines)
+    return "\n".join(fit(line) for line in lines)  # the tables fit; a long note wraps
 
 
 def evidence_lines(metrics: Mapping[str, float], params: Mapping[str, str]) -> list[str]:
@@ -287,7 +290,7 @@ def format_sweep(result: "SweepResult", wide: bool = False) -> str:
         lines.append(f"{len(result.failed)} point(s) FAILED: " + "; ".join(
             f"{outcome.point.label}: {(outcome.error or '').splitlines()[0][:150]}" for outcome in result.failed)
             + ". Run the sweep again to retry them.")
-    return "\n".join(lines)
+    return "\n".join(line if line is table else fit(line) for line in lines)  # a --wide table stays whole
 
 
 def format_holdout(report: "WinnerReport") -> str:
