@@ -85,7 +85,8 @@ def _demo(argv: list[str] | None) -> int:
     from rag_core.workbench.tracking.tracker import Tracker
 
     experiment_id = Tracker(uri).experiment_id(result.experiment)
-    print(fit(f"             then open {runs_view_url('http://127.0.0.1:5000', experiment_id)}"))
+    print("             then open the runs view:")  # a URL is not wrapped: on a line of its own, it fits
+    print(f"  {runs_view_url('http://127.0.0.1:5000', experiment_id)}")
     print(fit(f"             (experiment {result.experiment!r}, parent run {spec.name!r}; each point's Traces tab "
               "shows its queries stage by stage)"))
     print(f"Notebooks:   executed ones in {_shown(result.output_dir)}")
