@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from rag_core.cli.common import EXIT_OK, config_from_args, emit, store_from_args
 from rag_core.errors import ConfigError
 from rag_core.finetune.losses import LOSSES
-from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, SELF_SUPERVISED_DEFAULTS, \
-    TrainSettings
+from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, RECIPES, \
+    SELF_SUPERVISED_DEFAULTS, TrainSettings, recipe_named
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
@@ -60,6 +60,9 @@ SETTING_FLAGS = {
     "precision": ("--precision", "auto: bf16 where the device runs it natively (GPUs; CPUs with AVX512-BF16 or AMX), "
                                  "fp16 on GPUs without it, else fp32"),
     "max_steps": ("--max-steps", "stop after this many steps (0 = as many as --epochs take)"),
+    "time_budget": ("--time-budget", "minutes of training at most: then the step that ends it is validated and the "
+                                     "best checkpoint by validation is kept (0 = no budget)"),
+    "loader_workers": ("--loader-workers", "data-loading processes (-1 = 4 on a GPU, 0 on a CPU)"),
 }
 
 
@@ -84,7 +87,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "scores every candidate of each) [100]")
     parser.add_argument("--split", default="train", help="BEIR qrels split to train on [train]")
     parser.add_argument("--max-queries", type=int, default=None, metavar="N", help="use only the first N queries")
-    parser.add_argument("--out", required=True, metavar="DIR", help="where the model is written (a model folder)")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="where the model is written: a new or empty folder, or a model this command wrote "
+                             "(a folder of other files is refused without --force)")
+    parser.add_argument("--force", action="store_true",
+                        help="--out holds other files: train beside it, then rename that folder to "
+                             "DIR.replaced-<date>-<time> (kept whole) and put the model at DIR")
+    parser.add_argument("--recipe", choices=tuple(RECIPES), default="default",
+                        help="named settings: " + "; ".join(f"{name}: {recipe.note}" for name, recipe in RECIPES.items())
+                             + " (docs/fine-tuning.md); flags given override them [default]")
     parser.add_argument("--base-model", metavar="NAME", help="model to start from (default: see above)")
     test = parser.add_mutually_exclusive_group()
     test.add_argument("--test-golden", metavar="FILE", help="score these queries without and with the model afterwards "
@@ -96,8 +107,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="share of the training queries held out for validation and early stopping [0.15]")
     parser.add_argument("--negatives-from", choices=NEGATIVE_SOURCES, default="bm25",
                         help="first stage that hard negatives are mined from [bm25]")
-    parser.add_argument("--negatives-depth", type=int, default=30, metavar="N",
-                        help="first-stage candidates per query that negatives are drawn from [30]")
+    parser.add_argument("--negatives-depth", type=int, default=None, metavar="N",
+                        help="first-stage candidates per query that negatives are drawn from [the recipe's: "
+                             + "; ".join(f"{name} {recipe.negatives_depth['reranker']} (re-ranker), "
+                                         f"{recipe.negatives_depth['embedder']} (embedder)"
+                                         for name, recipe in RECIPES.items()) + "]")
     defaults = {field.name: field.default for field in fields(TrainSettings)}
     choices = {"loss": sorted({loss for kind in KINDS for loss in LOSSES[kind]}), "device": DEVICES,
                "precision": PRECISIONS}
@@ -116,6 +130,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     config, store_dir = config_from_args(args), store_from_args(args)  # settings errors, before anything runs
+    from rag_core.finetune.output import check_output
+
+    check_output(args.out, args.force)  # a folder of someone else's files: refused before anything is loaded
+    recipe = recipe_named(args.recipe)
+    if args.negatives_depth is None:
+        args.negatives_depth = recipe.negatives_depth[args.kind]
     from rag_core.evaluate.golden import load_golden
     from rag_core.finetune.data import split_by_text
     from rag_core.finetune.run import FinetuneJob, run_finetune
@@ -126,14 +146,14 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--loss {args.train_loss} is not one of the {kind} losses: {', '.join(LOSSES[kind])}")
     given = {name: getattr(args, f"train_{name}") for name in SETTING_FLAGS}
     if args.self_supervised:
-        return _run_self_supervised(args, config, store_dir, TrainSettings.for_kind(kind, **{
+        return _run_self_supervised(args, config, store_dir, TrainSettings.for_kind(kind, args.recipe, **{
             **SELF_SUPERVISED_DEFAULTS, **{name: value for name, value in given.items() if value is not None}}))
     if not args.golden and not args.beir:
         raise ConfigError("give the training queries: --golden FILE or --beir DIR (or --self-supervised with "
                           "--input DIR or --beir DIR to train on the documents alone)")
     if args.max_pseudo_queries is not None or args.max_validation is not None:
         raise ConfigError("--max-pseudo-queries and --max-validation need --self-supervised")
-    settings = TrainSettings.for_kind(kind, **given)
+    settings = TrainSettings.for_kind(kind, args.recipe, **given)
     if args.test_split and not args.beir:
         raise ConfigError("--test-split needs --beir (a golden set is tested with --test-golden or --holdout)")
     if not 0 < args.validation_share < 1:
@@ -157,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
                           Path(args.out), settings, args.negatives_from, args.negatives_depth, args.validation_share,
                           args.base_model, tuple(tests), test_name)
         outcome = run_finetune(job, config, store_dir, resume=args.resume, log_to_mlflow=not args.no_mlflow,
-                               experiment=args.experiment, show_progress=True)
+                               experiment=args.experiment, show_progress=True, force=args.force)
     _emit_summary(args, outcome, kind)
     return EXIT_OK
 
@@ -190,7 +210,7 @@ def _run_self_supervised(args: argparse.Namespace, config: RagConfig, store_dir:
                                 max_validation=100 if args.max_validation is None else args.max_validation,
                                 base_model=args.base_model)
         outcome = run_self_supervised(job, config, store_dir, resume=args.resume, log_to_mlflow=not args.no_mlflow,
-                                      experiment=args.experiment, show_progress=True)
+                                      experiment=args.experiment, show_progress=True, force=args.force)
     _emit_summary(args, outcome, args.kind, golden_queries_used=False)
     return EXIT_OK
 
@@ -198,7 +218,12 @@ def _run_self_supervised(args: argparse.Namespace, config: RagConfig, store_dir:
 def _emit_summary(args: argparse.Namespace, outcome: Any, kind: str, **extra: Any) -> None:
     from rag_core.workbench.reports.text import format_finetune
 
+    if outcome.set_aside_to is not None:
+        print(f"--force: the earlier contents of {outcome.result.model_dir} are kept in {outcome.set_aside_to}",
+              file=sys.stderr)
     summary = {"model": str(outcome.result.model_dir), "base_model": outcome.base.name,
+               "recipe": args.recipe,
+               "replaced_folder_kept_in": str(outcome.set_aside_to) if outcome.set_aside_to else None,
                "base_model_note": outcome.base.note, "train_queries": len(outcome.data.train),
                "validation_queries": len(outcome.data.validation), **extra, **outcome.result.summary(),
                "heldout": outcome.heldout.as_dict() if outcome.heldout else None,

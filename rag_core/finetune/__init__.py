@@ -7,8 +7,9 @@ losses by name), ``settings``, ``validation`` (nDCG@10 during training), ``train
 early stopping, checkpoints, device, progress), ``reranker`` and ``embedder`` (the two trainers),
 ``base_models`` (what training starts from), ``fingerprints`` (training-query and weights
 fingerprints; ``check_trained_on``), ``heldout`` (test figures with and without the model),
-``significance`` (paired tests), ``fusion`` (``rerank_fusion``), ``tracking`` (MLflow), ``run`` (one
-fine-tuning, start to finish). Without labelled queries: ``pseudo_queries`` (pairs made from the
+``significance`` (paired tests), ``fusion`` (``rerank_fusion``), ``tracking`` (MLflow), ``output`` (where the
+model is written: a folder of someone else's files is refused, or set aside with ``force``), ``run`` (one
+fine-tuning, start to finish). ``settings.RECIPES`` names the recipes (``default`` for a CPU, ``gpu``). Without labelled queries: ``pseudo_queries`` (pairs made from the
 documents) and ``self_supervised`` (``--self-supervised``: those pairs through the same trainers).
 """
 
@@ -26,4 +27,5 @@ __getattr__, __all__ = lazy_exports(__name__, {
     "rerank_heldout": "heldout", "embed_heldout": "heldout",
     "PseudoQuery": "pseudo_queries", "PseudoQueryRecipe": "pseudo_queries", "build_pseudo_queries": "pseudo_queries",
     "SelfSupervisedJob": "self_supervised", "run_self_supervised": "self_supervised",
+    "RECIPES": "settings", "Recipe": "settings", "check_output": "output", "OutputNotOurs": "output",
 })

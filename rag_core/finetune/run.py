@@ -5,7 +5,8 @@
 2. Choose the base model (``base_models``), mine positives and first-stage candidates and hold out the
    validation queries (``data``), find a checkpoint to resume (``training``).
 3. Train (``reranker`` / ``embedder``), save the best model into the output folder with the
-   fingerprints of its training and validation queries (``fingerprints``) and ``finetune.json``.
+   fingerprints of its training and validation queries (``fingerprints``) and ``finetune.json``; a folder of
+   someone else's files is refused, or with ``force`` set aside once the model is complete (``output``).
 4. Score the test queries, when given, without and with the model (``heldout``), with paired
    significance; log everything to MLflow (``tracking``).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -26,6 +27,7 @@ from rag_core.evaluate.golden import GoldenQuery
 from rag_core.finetune.base_models import BaseModel, base_embedder, base_reranker
 from rag_core.finetune.data import TrainingSet, build_training_set, ensure_disjoint
 from rag_core.finetune.fingerprints import write_training_queries
+from rag_core.finetune.output import Placed, check_output, staged_output
 from rag_core.finetune.heldout import HeldOutReport, embed_heldout, rerank_heldout
 from rag_core.finetune.settings import TrainSettings
 from rag_core.finetune.tracking import SUMMARY_FILE, log_training
@@ -60,6 +62,7 @@ class FinetuneOutcome:
     run_id: str | None
     tracking_uri: str | None
     experiment: str
+    set_aside_to: Path | None = None  # where --force moved the user's earlier folder (None: nothing moved)
 
 
 def data_fingerprint(data: TrainingSet) -> str:
@@ -75,11 +78,28 @@ def data_fingerprint(data: TrainingSet) -> str:
 
 def run_finetune(job: FinetuneJob, config: RagConfig, store_dir: str | Path, *, resume: bool = False,
                  log_to_mlflow: bool = True, experiment: str | None = None, tracking_uri: str | None = None,
-                 show_progress: bool = False) -> FinetuneOutcome:
+                 show_progress: bool = False, force: bool = False) -> FinetuneOutcome:
+    """Train `job` into ``job.out_dir`` (``rag_core.finetune.output``'s rules: a folder of someone else's files
+    is refused unless `force`, and then set aside only once the model is complete)."""
     if job.kind not in KINDS:
         raise ValueError(f"unknown kind {job.kind!r}; valid kinds: {', '.join(KINDS)}")
     if job.test_queries:
         ensure_disjoint(job.queries, job.test_queries, job.test_name or "the held-out evaluation")
+    plan = check_output(job.out_dir, force)
+    placed: list[Placed] = []
+    with staged_output(plan, placed) as work:
+        base, data, result, heldout, run_id, uri, experiment = _train_and_record(
+            job, replace(job, out_dir=work), config, store_dir, resume, log_to_mlflow, experiment, tracking_uri,
+            show_progress)
+    result = replace(result, model_dir=placed[0].model_dir)
+    return FinetuneOutcome(base, data, result, heldout, run_id, uri, experiment, placed[0].set_aside_to)
+
+
+def _train_and_record(job: FinetuneJob, staged: FinetuneJob, config: RagConfig, store_dir: str | Path, resume: bool,
+                      log_to_mlflow: bool, experiment: str | None, tracking_uri: str | None,
+                      show_progress: bool) -> tuple:
+    """Train `staged` (`job` written into its working folder), score its test queries, write the model's
+    records and log the run; params name the folder the model ends up in (``job.out_dir``)."""
     reranker = job.kind == "reranker"
     base = (base_reranker if reranker else base_embedder)(config, job.base_model)
     if show_progress:
@@ -91,20 +111,21 @@ def run_finetune(job: FinetuneJob, config: RagConfig, store_dir: str | Path, *, 
     if show_progress:
         print(f"Training on {len(data.train)} queries, validating on {len(data.validation)} "
               f"(negatives from {job.negatives_from}, top {job.negatives_depth})", file=sys.stderr)
-    result = train_model(job.kind, data, base, job.out_dir, job.settings, resume, show_progress)
+    result = train_model(job.kind, data, base, staged.out_dir, job.settings, resume, show_progress)
     params = {"kind": job.kind, "base_model": base.name, "base_model_note": base.note, "source": job.source,
               "train_queries": str(len(data.train)), "validation_queries": str(len(data.validation)),
               "negatives_from": job.negatives_from, "negatives_depth": str(job.negatives_depth),
               "validation_share": str(job.validation_share), "output": str(job.out_dir), **job.settings.as_params()}
-    write_training_queries(job.out_dir, [query.text for query in data.all_queries()], kind=job.kind,
+    write_training_queries(staged.out_dir, [query.text for query in data.all_queries()], kind=job.kind,
                            source=job.source, base_model=base.name)
     heldout = None
     if job.test_queries:
-        heldout = _heldout(job, result, base, config, store_dir, show_progress)
+        heldout = _heldout(staged, result, base, config, store_dir, show_progress)
     experiment = experiment or f"finetune {job.kind} | {job.source}"
     run_id, uri = record_and_log(result, job.kind, params, {"heldout": heldout.as_dict() if heldout else None},
-                                 heldout.metrics() if heldout else {}, experiment, log_to_mlflow, tracking_uri)
-    return FinetuneOutcome(base, data, result, heldout, run_id, uri, experiment)
+                                 heldout.metrics() if heldout else {}, experiment, log_to_mlflow, tracking_uri,
+                                 run_name=job.out_dir.name)
+    return base, data, result, heldout, run_id, uri, experiment
 
 
 def train_model(kind: str, data: TrainingSet, base: BaseModel, out_dir: Path, settings: TrainSettings, resume: bool,
@@ -120,7 +141,7 @@ def train_model(kind: str, data: TrainingSet, base: BaseModel, out_dir: Path, se
 
 def record_and_log(result: TrainingResult, kind: str, params: dict[str, str], extra: dict[str, Any],
                    metrics: dict[str, float], experiment: str, log_to_mlflow: bool,
-                   tracking_uri: str | None) -> tuple[str | None, str | None]:
+                   tracking_uri: str | None, run_name: str | None = None) -> tuple[str | None, str | None]:
     """Write ``finetune.json`` (params, training summary, `extra`) into the model folder and log the run
     to MLflow when asked; (run id, tracking URI), or (None, None) when not logged."""
     summary = {**params, **result.summary(), **extra}
@@ -128,7 +149,7 @@ def record_and_log(result: TrainingResult, kind: str, params: dict[str, str], ex
     if not log_to_mlflow:
         return None, None
     return log_training(result, kind=kind, params=params, metrics=metrics, experiment=experiment,
-                        run_name=result.model_dir.name, tracking_uri=tracking_uri)
+                        run_name=run_name or result.model_dir.name, tracking_uri=tracking_uri)
 
 
 def _heldout(job: FinetuneJob, result: TrainingResult, base: BaseModel, config: RagConfig, store_dir: str | Path,

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import random
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from rag_core.errors import BadInput
 from rag_core.finetune.base_models import base_embedder, base_reranker
 from rag_core.finetune.data import TrainingQuery, TrainingSet, chunk_passages, mining_pipeline
 from rag_core.finetune.fingerprints import write_training_queries
+from rag_core.finetune.output import Placed, check_output, staged_output
 from rag_core.finetune.pseudo_queries import PseudoQuery, PseudoQueryRecipe, build_pseudo_queries, counts_by_kind
 from rag_core.finetune.run import FinetuneOutcome, record_and_log, train_model
 from rag_core.finetune.settings import TrainSettings
@@ -138,9 +139,23 @@ def keep_search_length(base_model: str, model_dir: Path) -> None:
 
 def run_self_supervised(job: SelfSupervisedJob, config: RagConfig, store_dir: str | Path, *, resume: bool = False,
                         log_to_mlflow: bool = True, experiment: str | None = None, tracking_uri: str | None = None,
-                        show_progress: bool = False) -> FinetuneOutcome:
+                        show_progress: bool = False, force: bool = False) -> FinetuneOutcome:
+    """Train `job` into ``job.out_dir`` under ``rag_core.finetune.output``'s rules (as ``run_finetune``)."""
     if not 0 < job.validation_share < 1:
         raise ConfigError(f"the validation share must be between 0 and 1, got {job.validation_share}")
+    plan = check_output(job.out_dir, force)
+    placed: list[Placed] = []
+    with staged_output(plan, placed) as work:
+        outcome = _train_self_supervised(job, work, config, store_dir, resume, log_to_mlflow, experiment,
+                                         tracking_uri, show_progress)
+    return replace(outcome, result=replace(outcome.result, model_dir=placed[0].model_dir),
+                   set_aside_to=placed[0].set_aside_to)
+
+
+def _train_self_supervised(job: SelfSupervisedJob, work: Path, config: RagConfig, store_dir: str | Path,
+                           resume: bool, log_to_mlflow: bool, experiment: str | None, tracking_uri: str | None,
+                           show_progress: bool) -> FinetuneOutcome:
+    """Train into `work` (the folder the model is written to before it is put at ``job.out_dir``)."""
     base = (base_reranker if job.kind == "reranker" else base_embedder)(config, job.base_model)
     if show_progress:
         print(f"Base model: {base.name} ({base.note})", file=sys.stderr)
@@ -150,9 +165,9 @@ def run_self_supervised(job: SelfSupervisedJob, config: RagConfig, store_dir: st
         print(f"Made {len(pseudo)} pseudo-queries ({', '.join(f'{n} {k}' for k, n in kinds.items())}) from "
               f"{len(job.corpus)} documents: training on {len(data.train)}, validating on {len(data.validation)} "
               f"(negatives from {job.negatives_from}, top {job.negatives_depth})", file=sys.stderr)
-    result = train_model(job.kind, data, base, job.out_dir, job.settings, resume, show_progress)
+    result = train_model(job.kind, data, base, work, job.settings, resume, show_progress)
     if job.kind == "embedder":
-        keep_search_length(base.path, job.out_dir)
+        keep_search_length(base.path, work)
     record: dict[str, Any] = {"golden_queries_used": False, "pseudo_query_recipe": job.recipe.as_dict(),
                               "pseudo_queries_by_kind": kinds, "documents": len(job.corpus)}
     params = {"kind": job.kind, "base_model": base.name, "base_model_note": base.note, "source": job.source,
@@ -163,9 +178,9 @@ def run_self_supervised(job: SelfSupervisedJob, config: RagConfig, store_dir: st
               "same_document_negatives": str(job.same_document), "validation_share": str(job.validation_share),
               "output": str(job.out_dir), **job.settings.as_params(),
               **{f"pseudo_{key}": str(value) for key, value in job.recipe.as_dict().items() if key != "kinds"}}
-    write_training_queries(job.out_dir, [query.text for query in data.all_queries()], kind=job.kind,
+    write_training_queries(work, [query.text for query in data.all_queries()], kind=job.kind,
                            source=job.source, base_model=base.name, **record)
     experiment = experiment or f"finetune {job.kind} self-supervised | {job.source}"
     run_id, uri = record_and_log(result, job.kind, params, {**record, "heldout": None}, {}, experiment,
-                                 log_to_mlflow, tracking_uri)
+                                 log_to_mlflow, tracking_uri, run_name=job.out_dir.name)
     return FinetuneOutcome(base, data, result, None, run_id, uri, experiment)

@@ -6,6 +6,13 @@ one positive and its negatives), so a re-ranker step scores ``batch_size * (1 + 
 A newly initialised classification head learns at ``head_learning_rate`` (the body at
 ``learning_rate``): a head that starts from random weights and moves at a body's rate learns little
 in a few hundred steps.
+
+Recipes (``--recipe``, ``RECIPES``): named settings per kind. ``default`` is the CPU recipe measured on
+SciFact (``KIND_DEFAULTS``); ``gpu`` holds the choices that converged on one GPU in issue 42 (docs/fine-tuning.md
+lists both; tests/test_finetune_gpu.py checks that the page and this table agree). A recipe also names the
+first-stage depth negatives are drawn from (``negatives_depth``), which is a setting of the data, not the trainer.
+``time_budget`` (minutes, 0 = none) stops a training at the first step after it is spent; the best checkpoint by
+validation is kept (``rag_core.finetune.training.TimeBudget``).
 Left out: schedules other than linear warm-up and decay, gradient accumulation.
 """
 
@@ -31,6 +38,34 @@ KIND_DEFAULTS: dict[str, dict[str, Any]] = {
     "embedder": {"loss": "mnrl", "learning_rate": 3e-5, "epochs": 3.0, "eval_steps": 8, "batch_size": 32,
                  "negatives": 1},
 }
+
+
+@dataclass(frozen=True)
+class Recipe:
+    name: str
+    settings: dict[str, dict[str, Any]]  # kind -> the TrainSettings that differ from the dataclass' defaults
+    negatives_depth: dict[str, int]  # kind -> first-stage candidates per query that negatives are drawn from
+    note: str
+
+
+# The GPU recipe: issue 42's converged choices on one H200 (bf16). Re-ranker: listwise softmax (lce) over one positive
+# and 15 negatives from BM25's top 100, 16 questions a step (256 pairs), body 1e-4 / head 1e-3, 10% warm-up then
+# linear decay, 256 tokens a pair, 10 epochs (0.773 at 10 epochs, 0.7785 at 20 on the test claims, by the issue).
+# Embedder: in-batch negatives plus one BM25 negative from the top 30, 64 pairs a step, 3e-5, 10 epochs. No early
+# stopping (the schedule runs out; the best checkpoint by validation is kept), validation about once an epoch of
+# SciFact's training claims, re-ranker validation over the same top 100 that is re-ranked at test time.
+RECIPES: dict[str, Recipe] = {
+    "default": Recipe("default", KIND_DEFAULTS, {"reranker": 30, "embedder": 30},
+                      "the CPU recipe: few steps, early stopping (2 cores)"),
+    "gpu": Recipe("gpu", {
+        "reranker": {"loss": "lce", "epochs": 10.0, "learning_rate": 1e-4, "head_learning_rate": 1e-3,
+                     "batch_size": 16, "negatives": 15, "max_length": 256, "warmup": 0.1, "eval_steps": 30,
+                     "patience": 0, "validation_depth": 100},
+        "embedder": {"loss": "mnrl", "epochs": 10.0, "learning_rate": 3e-5, "batch_size": 64, "negatives": 1,
+                     "max_length": 256, "warmup": 0.1, "eval_steps": 8, "patience": 0},
+    }, {"reranker": 100, "embedder": 30}, "issue 42's converged choices for one GPU (bf16)"),
+}
+LOADER_WORKERS_GPU = 4  # data-loading processes on a GPU (tokenising batches ahead of the model); 0 on a CPU
 
 # --self-supervised: thousands of pseudo-queries rather than hundreds of questions, so one epoch, fewer
 # validations (each embeds every validation candidate), passages cut to 128 tokens while training (MiniLM's
@@ -58,6 +93,8 @@ class TrainSettings:
     device: str = "auto"  # auto | cpu | cuda
     precision: str = "auto"  # PRECISIONS
     max_steps: int = 0  # 0: as many as the epochs take
+    time_budget: float = 0.0  # minutes of training; 0 = no budget
+    loader_workers: int = -1  # data-loading processes; -1 = auto (LOADER_WORKERS_GPU on a GPU, 0 on a CPU)
 
     def __post_init__(self) -> None:
         checks = [
@@ -76,6 +113,8 @@ class TrainSettings:
             (self.device in DEVICES, f"device must be one of {', '.join(DEVICES)}"),
             (self.precision in PRECISIONS, f"precision must be one of {', '.join(PRECISIONS)}"),
             (self.max_steps >= 0, "max_steps must be >= 0"),
+            (math.isfinite(self.time_budget) and self.time_budget >= 0, "time_budget must be >= 0 minutes (0 = none)"),
+            (self.loader_workers >= -1, "loader_workers must be >= 0 (or -1 = auto)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -83,14 +122,23 @@ class TrainSettings:
                 raise ConfigError(f"{message}, got {getattr(self, setting)!r}")
 
     @classmethod
-    def for_kind(cls, kind: str, **given: Any) -> "TrainSettings":
-        """The settings of trainer `kind` (``reranker`` | ``embedder``): its defaults, then `given`
-        (None values left out)."""
-        return cls(**{**KIND_DEFAULTS[kind], **{key: value for key, value in given.items() if value is not None}})
+    def for_kind(cls, kind: str, recipe: str = "default", **given: Any) -> "TrainSettings":
+        """The settings of trainer `kind` (``reranker`` | ``embedder``): the `recipe`'s (``RECIPES``), then
+        `given` (None values left out)."""
+        return cls(**{**recipe_named(recipe).settings[kind],
+                      **{key: value for key, value in given.items() if value is not None}})
 
     def as_params(self) -> dict[str, str]:
         return {f"finetune_{key}": str(value) for key, value in asdict(self).items()}
 
     def resume_key(self) -> dict[str, Any]:
-        """What must be equal for a checkpoint to be resumed (everything but the device and precision)."""
-        return {key: value for key, value in asdict(self).items() if key not in ("device", "precision")}
+        """What must be equal for a checkpoint to be resumed (everything but where and how long it runs)."""
+        return {key: value for key, value in asdict(self).items()
+                if key not in ("device", "precision", "time_budget", "loader_workers")}
+
+
+def recipe_named(name: str) -> Recipe:
+    """The recipe `name`; ``ConfigError`` listing the valid names otherwise."""
+    if name not in RECIPES:
+        raise ConfigError(f"unknown recipe {name!r}; valid recipes: {', '.join(RECIPES)}")
+    return RECIPES[name]
