@@ -7,7 +7,8 @@ introduction). Here the top passages are cut into sentences (``split_sentences``
 (at most ``max_sentences`` of them and ``max_words`` words) score the mean of their sentences, less
 ``RANK_PENALTY`` for each rank their passage is below the first (the retriever judged the whole
 passage); the best run is kept (of equal ones the longer), then the best runs that still fit
-(``select_sentences``), each with the citation of its own page. A title (a question, or a short
+(``select_sentences``), each with the citation of its own page; with their citations they hold at
+most ``MAX_ANSWER_WORDS`` (72) words. A title (a question, or a short
 sentence that starts a line: an FAQ's question, a heading) is shown with what follows, never alone,
 and the ``TITLE_CARRY`` sentences after it score at least as the title does: the answer to "what
 does QS-4021 mean" is in the two sentences after the line that names QS-4021, which do not repeat
@@ -40,7 +41,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -57,6 +58,7 @@ SentenceScorer = Callable[[str, Sequence[str]], np.ndarray]
 
 MAX_SENTENCES = 3
 MAX_WORDS = 60
+MAX_ANSWER_WORDS = 72  # the sentences and their citations together: no extractive answer is longer (issue 44)
 TITLE_WORDS = 10  # a sentence on a line of its own shorter than this is a title (a heading, an FAQ's question)
 TITLE_CARRY = 2  # sentences after a title that score at least as the title does (an FAQ answer: two, often)
 RANK_PENALTY = 0.01  # a run's score less this for each rank its passage is below the first: the retriever saw the whole passage
@@ -66,7 +68,9 @@ MIN_WORDS = 4  # a run shorter than this (a lone heading, a page number) is not 
 LONG_WORDS = 80  # a sentence longer than this (a flattened table) is cut at its line breaks
 EMBEDDED_SENTENCES = 48  # pipeline_scorer embeds the sentences BM25's weights rank best, this many
 EMBED_WORDS = 40  # and each only up to this many words (a query's time: benchmarks/extractive_answers.py)
-LEXICAL_WEIGHT = 0.15  # pipeline_scorer: BM25's term weights against the embedding (benchmarks/extractive_answers.py)
+# pipeline_scorer: BM25's term weights against the embedding. With RANK_PENALTY, no pair of a 4 x 4 grid does
+# better on the sample set, and one chosen leaving a question out does worse (benchmarks/extractive_answers.py --grid)
+LEXICAL_WEIGHT = 0.15
 WIDEN_CHARS = 400  # how far a passage is widened to the sentence it cuts, at most
 ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "approx", "inc", "corp", "ltd", "mr", "mrs", "dr", "fig", "u.s")
 _END = re.compile(r"[.!?](?=[\"')\]]?\s)|\n[ \t]*\n")
@@ -125,10 +129,13 @@ def _is_abbreviation(text: str, dot: int) -> bool:
 
 def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,
                      documents: Mapping[str, Document] | None = None, max_sentences: int = MAX_SENTENCES,
-                     max_words: int = MAX_WORDS) -> list[Excerpt]:
+                     max_words: int = MAX_WORDS, max_answer_words: int = MAX_ANSWER_WORDS,
+                     rank_penalty: float = RANK_PENALTY) -> list[Excerpt]:
     """The runs of consecutive sentences of `hits` that best match `question`, best first, with no
     more than `max_sentences` sentences and `max_words` words in all (a first sentence longer than
-    that is cut at `max_words`). `scorer` scores sentences; a run scores the mean of its sentences, and
+    that is cut at `max_words`), and no more than `max_answer_words` counting each run's citation
+    (``Excerpt.citation``: the answer shows one after each run; a run that would pass it is left out,
+    a first one cut). `scorer` scores sentences; a run scores the mean of its sentences, and
     does not end with a title (a question or a short line of its own: an FAQ's question, a heading), and
     a sentence right after a title scores at least as the title does (``_run_score``).
     `documents` (doc id -> ``Document``) widen the passages to whole sentences and place each run on
@@ -139,13 +146,13 @@ def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,
         return []
     by_text = dict(zip(texts, np.asarray(scorer(question, texts), dtype=float)))
     runs = [(region, first, length,
-             _run_score(region[3][first:first + length], by_text) - RANK_PENALTY * (region[1] - 1))
+             _run_score(region[3][first:first + length], by_text) - rank_penalty * (region[1] - 1))
             for region in regions for first in range(len(region[3]))
             for length in range(1, max_sentences + MAX_TITLES + 1)
             if first + length <= len(region[3]) and _fits(region[3][first:first + length], max_sentences, max_words)]
     chosen: list[Excerpt] = []
     used: set[tuple[str, int]] = set()  # (doc id, sentence start) already shown
-    sentences_left, words_left = max_sentences, max_words
+    sentences_left, words_left, answer_words_left = max_sentences, max_words, max_answer_words
     for (doc_id, rank, _, sentences), first, length, score in sorted(
             runs, key=lambda run: (-run[3], run[0][1], run[0][2] + run[1], -run[2])):
         if chosen and score < MIN_SHARE_OF_BEST * chosen[0].score:
@@ -154,13 +161,19 @@ def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,
         words, counted = sum(len(s.text.split()) for s in part), sum(not s.title for s in part)
         if counted > sentences_left or (chosen and words > words_left) or any((doc_id, s.start) in used for s in part):
             continue
-        text = " ".join(s.text for s in part)
-        if words > max_words:  # one long sentence, the best: shown cut
-            text, words = " ".join(text.split()[:max_words]) + " ...", max_words
-        chosen.append(Excerpt(text, counted, doc_id, part[0].pages[0], part[-1].pages[1], part[0].start, rank, score))
+        excerpt = Excerpt(" ".join(s.text for s in part), counted, doc_id, part[0].pages[0], part[-1].pages[1],
+                          part[0].start, rank, score)
+        cited = len(excerpt.citation().split())
+        if chosen and words + cited > answer_words_left:
+            continue
+        if words > max_words or words + cited > answer_words_left:  # the first run, too long: shown cut
+            shown = max(1, min(max_words, answer_words_left - cited - 1))  # and "..."
+            excerpt, words = replace(excerpt, text=" ".join(excerpt.text.split()[:shown]) + " ..."), shown + 1
+        chosen.append(excerpt)
         used.update((doc_id, s.start) for s in part)
         sentences_left, words_left = sentences_left - counted, words_left - words
-        if sentences_left <= 0 or words_left < MIN_WORDS:
+        answer_words_left -= words + cited
+        if sentences_left <= 0 or min(words_left, answer_words_left) < MIN_WORDS:
             break
     return chosen
 
@@ -329,9 +342,10 @@ def _scaled(values: np.ndarray) -> np.ndarray:
     return (values - values.min()) / spread if spread > 0 else np.zeros(len(values))
 
 
-def pipeline_scorer(pipeline: "Pipeline") -> SentenceScorer:
+def pipeline_scorer(pipeline: "Pipeline", lexical_weight: float = LEXICAL_WEIGHT) -> SentenceScorer:
     """From what `pipeline` loaded for its query: BM25's idf when it searched with BM25 (else its
-    tokenizer, every term alike), plus the embedding model when it searched with it."""
+    tokenizer, every term alike), plus the embedding model when it searched with it (`lexical_weight`
+    for BM25's share, the rest for the embedding's)."""
     from rag_core.retrieve.retrievers import uses_embedder
     from rag_core.retrieve.tokenizer import get_tokenizer
 
@@ -346,5 +360,5 @@ def pipeline_scorer(pipeline: "Pipeline") -> SentenceScorer:
     heads = lambda texts: [" ".join(text.split()[:EMBED_WORDS]) for text in texts]  # noqa: E731
     dense = embedding_scorer(embedder.embed_query,
                              lambda texts: encoder.encode(heads(texts), "document", embedder.batch_size))
-    return combined_scorer((lexical, LEXICAL_WEIGHT),
-                           (shortlisted(dense, lexical, EMBEDDED_SENTENCES), 1 - LEXICAL_WEIGHT))
+    return combined_scorer((lexical, lexical_weight),
+                           (shortlisted(dense, lexical, EMBEDDED_SENTENCES), 1 - lexical_weight))

@@ -11,8 +11,9 @@ import re
 import numpy as np
 import pytest
 
-from rag_core.generate.sentences import (MAX_WORDS, RANK_PENALTY, bm25_idf, combined_scorer, embedding_scorer, select_sentences,
-                                         split_sentences, term_weight_scorer)
+from rag_core.generate.answer import extractive_answer
+from rag_core.generate.sentences import (MAX_ANSWER_WORDS, MAX_WORDS, RANK_PENALTY, bm25_idf, combined_scorer,
+                                         embedding_scorer, select_sentences, split_sentences, term_weight_scorer)
 from rag_core.records import Chunk, Document, Hit, StageScore
 
 
@@ -162,3 +163,44 @@ def test_a_sentence_of_a_better_ranked_passage_wins_a_near_tie():
     shown = select_sentences("retention", [hit("a.txt", worse, rank=1), hit("b.txt", better, rank=2)], scorer,
                              max_sentences=1)
     assert [excerpt.doc_id for excerpt in shown] == ["a.txt"]
+
+
+def test_the_embedding_outweighs_shared_words_at_the_pipelines_weights():
+    """A paraphrase: the sentence that answers shares no word with the question; one that does not
+    answer shares half its weight. Min-max scaled over the three sentences (lexical 1, 0, 0.5; cosine
+    0, 1, 0.5) and weighted 0.15 / 0.85 (``LEXICAL_WEIGHT``), they score 0.15, 0.85 and 0.5: the
+    answer wins, and the third (0.5 < 0.6 x 0.85) is not shown. Weighted the other way, the shared words win."""
+    shares_words = "Workers that finish a job acknowledge it before they take the next one."
+    answers = "Processing that outlasts the visibility timeout makes the message visible to a second consumer."
+    between = "A consumer holds a limited number of unacknowledged batches at any one time."
+    lexical = {shares_words: 0.5, answers: 0.0, between: 0.25}
+    vectors = {"q": np.array([1.0, 0.0]), shares_words: np.array([0.0, 1.0]), answers: np.array([0.8, 0.6]),
+               between: np.array([0.4, math.sqrt(1 - 0.16)])}  # cosines 0, 0.8, 0.4
+    words = lambda _question, texts: np.array([lexical[text] for text in texts])  # noqa: E731
+    dense = embedding_scorer(lambda _question: vectors["q"], lambda texts: np.array([vectors[t] for t in texts]))
+    passage = hit("faq.txt", f"{shares_words} {between} {answers}")
+
+    shown = select_sentences("q", [passage], combined_scorer((words, 0.15), (dense, 0.85)))
+    assert [excerpt.text for excerpt in shown] == [answers] and shown[0].score == pytest.approx(0.85)
+    shown = select_sentences("q", [passage], combined_scorer((words, 0.85), (dense, 0.15)))
+    assert [excerpt.text for excerpt in shown] == [shares_words] and shown[0].score == pytest.approx(0.85)
+
+
+def test_no_extractive_answer_is_longer_than_72_words_citations_included():
+    """Three passages of one 20-word sentence each, from a document whose name has three words: each
+    sentence costs 20 + 6 words with its citation ("[Source: release notes 2024.pdf, page 1]"). Two
+    fit in 72 (52); the third would make 78, although the sentences alone (60) fit MAX_WORDS."""
+    sentences = [" ".join([f"{name}"] * 19) + " end." for name in ("alpha", "beta", "gamma")]
+    scores = dict(zip(sentences, (0.9, 0.8, 0.7)))
+    scorer = lambda _question, texts: np.array([scores[text] for text in texts])  # noqa: E731
+    hits = [hit("release notes 2024.pdf", text, start=100 * n, rank=n + 1) for n, text in enumerate(sentences)]
+    answer = extractive_answer(hits, "note", query="q", scorer=scorer)
+    body = answer.text.split("\n\n", 1)[1]
+    assert body == "\n\n".join(f"{text} [Source: release notes 2024.pdf, page 1]" for text in sentences[:2])
+    assert len(body.split()) == 52 <= MAX_ANSWER_WORDS
+    assert len(select_sentences("q", hits, scorer, max_answer_words=200)) == 3  # the cap is what left it out
+    # One sentence of 25 words under a cap of 30: cut to 30 - 6 (citation) - 1 ("...") = 23 words.
+    long = " ".join(["delta"] * 24) + " end."
+    [cut] = select_sentences("q", [hit("release notes 2024.pdf", long)], lambda _q, texts: np.ones(len(texts)),
+                             max_answer_words=30)
+    assert cut.text == " ".join(["delta"] * 23) + " ..." and len(f"{cut.text} {cut.citation()}".split()) == 30
