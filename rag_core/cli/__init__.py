@@ -34,7 +34,7 @@ os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 from rag_core.cli import calibrate_judge, components, feedback, finetune, gate, ingest, make_golden, query, repair  # noqa: E402
-from rag_core.cli import sweep, tune_fusion  # noqa: E402
+from rag_core.cli import golden, sweep, tune_fusion  # noqa: E402
 from rag_core.cli import eval as evaluate  # noqa: E402
 from rag_core.cli.common import (EXIT_BAD_INPUT, EXIT_FAILURE, add_common_arguments, known_failure,  # noqa: E402
                                  terminal_logging)
@@ -43,8 +43,8 @@ from rag_core.config import ConfigError  # noqa: E402
 from rag_core.doc_ids import escape_terminal  # noqa: E402
 
 # The subcommands, in the order `rag-pipeline --help` lists them.
-COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, gate, feedback, make_golden, calibrate_judge,
-                                    tune_fusion, finetune, repair, components)
+COMMANDS: tuple[ModuleType, ...] = (ingest, query, evaluate, sweep, gate, feedback, golden, make_golden,
+                                    calibrate_judge, tune_fusion, finetune, repair, components)
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 

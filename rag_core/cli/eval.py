@@ -11,11 +11,11 @@ import argparse
 import contextlib
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 from rag_core.cli.common import EXIT_OK, add_where_argument, config_from_args, store_from_args
 from rag_core.retrieve.filters import parse_where
+from rag_core.writes import check_output_file, write_atomic
 
 NAME = "eval"
 HELP = "evaluate retrieval (and answers) against a golden set; logs one MLflow run"
@@ -26,7 +26,8 @@ MLFLOW_UI_URL = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves the UI
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--golden", metavar="FILE", help="golden set (JSONL) over the documents of --input or the store")
+    source.add_argument("--golden", metavar="FILE", help="golden set (JSONL) over the documents of --input or the store, "
+                        "or mlflow:NAME[@VERSION], a version of an MLflow golden dataset (rag-pipeline golden)")
     source.add_argument("--beir", metavar="DIR", help="a BEIR dataset folder (corpus.jsonl, queries.jsonl, qrels/)")
     parser.add_argument("--input", metavar="DIR", help="documents to evaluate on (default: the store's documents)")
     parser.add_argument("--split", default="test", help="BEIR qrels split [test]")
@@ -41,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """0 on success; bad input raises (``rag_core.cli`` maps it to exit code 2)."""
     config, store_dir = config_from_args(args), store_from_args(args)  # settings errors, before anything runs
+    if args.per_query:
+        check_output_file(args.per_query, "--per-query")  # a folder or a path under a file: before evaluating
     from rag_core.finetune.fingerprints import trained_on_warnings
     from rag_core.workbench.execution.evaluation import evaluate_and_log, load_eval_inputs
     from rag_core.workbench.reports.text import format_eval_report
@@ -59,8 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.per_query:
         import pandas as pd
 
-        Path(args.per_query).parent.mkdir(parents=True, exist_ok=True)
-        pd.DataFrame(report.per_query).to_csv(args.per_query, index=False)
+        write_atomic(args.per_query, pd.DataFrame(report.per_query).to_csv(index=False))
     if args.json:
         payload: dict[str, Any] = {"metrics": report.metrics, "per_query": report.per_query, "params": report.params}
         if evaluation.run_id:

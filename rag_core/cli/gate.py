@@ -21,11 +21,14 @@ DESCRIPTION = (
     "Evaluate --baseline and --candidate (YAML settings files; setting flags apply to both) on the same golden-set "
     "queries and compare them query by query: the candidate fails when it is worse than the baseline by more than "
     "--margin with a one-sided paired t-test at --alpha (Holm-adjusted over several --metric). Prints both scores "
-    "with bootstrap 95%% intervals, the difference and the p-values. Exit 0: pass; 1: worse; 2: bad input.")
+    "with bootstrap 95%% intervals, the difference and the p-values. Lower is better for latencies (latency/*, *_ms), "
+    "token counts and context/words, higher for every score; a column that is not a metric is refused. "
+    "Exit 0: pass; 1: worse; 2: bad input.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--golden", required=True, metavar="FILE", help="golden set (JSONL)")
+    parser.add_argument("--golden", required=True, metavar="FILE",
+                        help="golden set (JSONL), or mlflow:NAME[@VERSION] (an MLflow golden dataset)")
     parser.add_argument("--baseline", required=True, metavar="YAML", help="settings of the baseline configuration")
     parser.add_argument("--candidate", required=True, metavar="YAML", help="settings of the candidate configuration")
     parser.add_argument("--metric", action="append", metavar="M",
@@ -61,13 +64,15 @@ def format_gate(result, baseline: str, candidate: str) -> str:
     """The gate's table: one row per metric, and the verdict."""
     from rag_core.workbench.statistics.intervals import number
 
-    header = f"{'metric':<16} {'baseline':<24} {'candidate':<24} {'difference':<26} {'p':>8} {'p Holm':>8}  verdict"
+    header = (f"{'metric':<16} {'better':<7} {'baseline':<24} {'candidate':<24} {'difference':<26} {'p':>8} "
+              f"{'p Holm':>8}  verdict")
     rows = [header]
     for gate in result.metrics:
         change = gate.difference
         difference = f"{change.estimate:+.3f} [{change.low:+.3f}, {change.high:+.3f}]"
-        rows.append(f"{gate.metric:<16} {str(gate.baseline):<24} {str(gate.candidate):<24} {difference:<26} "
-                    f"{gate.p:>8.3g} {gate.p_holm:>8.3g}  {'WORSE' if gate.worse else 'ok'}")
+        rows.append(f"{gate.metric:<16} {'higher' if gate.higher_is_better else 'lower':<7} {str(gate.baseline):<24} "
+                    f"{str(gate.candidate):<24} {difference:<26} {gate.p:>8.3g} {gate.p_holm:>8.3g}  "
+                    f"{'WORSE' if gate.worse else 'ok'}")
     verdict = ("FAIL: the candidate is worse than the baseline" if result.failed else
                "PASS: the candidate is not significantly worse than the baseline")
     return "\n".join([

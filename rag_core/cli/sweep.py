@@ -13,6 +13,7 @@ import sys
 
 from rag_core.cli.common import EXIT_FAILURE, EXIT_OK, config_from_args, setting_flags, store_from_args
 from rag_core.errors import ConfigError
+from rag_core.writes import check_output_folder
 
 NAME = "sweep"
 HELP = "run a grid of settings (or a search over them) through the evaluation notebook, logged to MLflow"
@@ -26,6 +27,9 @@ DESCRIPTION = ("Execute notebooks/02-evaluate.ipynb once per grid point of FILE,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="sweep file, e.g. experiments/grid.yaml")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="grid points run in parallel [1]")
+    parser.add_argument("--golden", metavar="FILE",
+                        help="golden set instead of the file's: a JSONL file or mlflow:NAME[@VERSION] (an MLflow golden "
+                             "dataset; its newest version is pinned when the sweep starts)")
     parser.add_argument("--output", metavar="DIR", help="where executed notebooks go [experiments/runs/<sweep>]")
     parser.add_argument("--rerun", action="store_true",
                         help="run every point again under a new parent run, even those finished before")
@@ -55,6 +59,10 @@ def run(args: argparse.Namespace) -> int:
     if args.ray_address and args.executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
     spec = load_sweep(args.file, config_file=args.config, overrides=setting_flags(args))
+    if args.golden:
+        spec = with_golden(spec, args.golden)
+    if args.output:
+        check_output_folder(args.output, "--output")  # a file there: before any point runs
     if args.dry_run:
         return dry_run(spec, args)
     echo = (lambda line: print(line, file=sys.stderr, flush=True)) if args.json else (lambda line: print(line, flush=True))
@@ -74,6 +82,22 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n" + format_sweep(result, wide=args.wide))
     return EXIT_FAILURE if result.failed else EXIT_OK
+
+
+def with_golden(spec, golden: str):
+    """`spec` on another golden set (a BEIR sweep has its own queries); ``mlflow:NAME`` pinned to its newest
+    version now, so that every point reads the same one."""
+    import dataclasses
+    from pathlib import Path
+
+    from rag_core.evaluate.golden_records import is_dataset_ref, parse_dataset_ref
+    from rag_core.workbench.tracking.golden_datasets import resolve
+
+    if spec.beir is not None:
+        raise ConfigError(f"{spec.path}: a BEIR sweep brings its own queries; --golden does not apply")
+    if is_dataset_ref(golden):
+        return dataclasses.replace(spec, golden=Path(resolve(parse_dataset_ref(golden)).ref))
+    return dataclasses.replace(spec, golden=Path(golden).resolve())
 
 
 def dry_run(spec, args: argparse.Namespace) -> int:

@@ -5,14 +5,16 @@ them in the MLflow UI's trace view or through the Python API:
 - expectation ``expected_response``: the right answer (text);
 - feedback ``answer_accepted`` (bool): was the trace's answer right?
 - feedback ``passage_relevant`` (bool), metadata ``source`` and ``page``: is that passage of the trace
-  relevant? (``passage_id`` in the metadata may pin one chunk id when a page holds several passages.)
+  relevant? (``passage_id`` in the metadata may pin one chunk id when a page holds several passages;
+  ``rank`` N names the trace's N-th passage instead: a review queue's answer, ``rag_core.evaluate.queue_labels``.)
   The UI's form has no metadata: there the rationale names the passage, ``error-codes.pdf p2`` (or
   ``error-codes.pdf, page 2``), and is read when the metadata lacks ``source`` or ``page``.
 This module works on plain records (``LabelledTrace``; reading them from MLflow is
 ``rag_core.workbench.tracking.labels``) and decides, per trace, oldest first:
 
     no label of these names          -> not counted (``unlabelled``)
-    a label of the wrong type        -> skipped, "bad label"
+    a label of the wrong type        -> skipped, "bad label" (also text that is not valid Unicode: a lone
+                                        surrogate, which no UTF-8 file can hold)
     two labels that disagree         -> skipped, "conflicting labels" (answer_accepted true and false,
                                         two expected responses, a passage both relevant and not)
     a passage label the trace lacks  -> skipped, "passage not in the trace" (no passage of that
@@ -42,6 +44,7 @@ from typing import Any, Iterable, Mapping
 
 from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
 from rag_core.records import Document
+from rag_core.writes import LONE_SURROGATE
 
 EXPECTED_RESPONSE, ANSWER_ACCEPTED, PASSAGE_RELEVANT = "expected_response", "answer_accepted", "passage_relevant"
 LABEL_NAMES = (EXPECTED_RESPONSE, ANSWER_ACCEPTED, PASSAGE_RELEVANT)
@@ -134,6 +137,9 @@ def export_feedback(traces: Iterable[LabelledTrace], documents: Mapping[str, Doc
         line_id = ID_PREFIX + trace.trace_id.removeprefix("tr-")[:16]
         provenance = _provenance(trace, experiment)
         judge_line = _judge_line(trace, line_id, accepted, expected, provenance, judge_skipped)
+        if judge_line is not None and (problem := _not_unicode(judge_line)):
+            judge_skipped.append(Skipped(trace.trace_id, trace.query, f"{BAD_LABEL}: {problem}"))
+            judge_line = None
         if judge_line is not None and judge_line["id"] not in judge_ids:
             judge_ids.add(judge_line["id"])
             judge.append(judge_line)
@@ -144,14 +150,31 @@ def export_feedback(traces: Iterable[LabelledTrace], documents: Mapping[str, Doc
             if key in seen:
                 raise _Skip(f"{DUPLICATE}: the same question is in {seen[key]}")
             evidence = [_evidence(passage, documents) for passage in relevant]
+            answer = expected if expected is not None else trace.answer if accepted else None
+            line = {"id": line_id, "query": trace.query, **({"answer": answer} if answer else {}),
+                    "evidence": evidence, "provenance": provenance}
+            if problem := _not_unicode(line):
+                raise _Skip(f"{BAD_LABEL}: {problem}")
         except _Skip as skip:
             skipped.append(Skipped(trace.trace_id, trace.query, str(skip)))
             continue
         seen[key] = f"trace {trace.trace_id}, exported above"
-        answer = expected if expected is not None else trace.answer if accepted else None
-        golden.append({"id": line_id, "query": trace.query, **({"answer": answer} if answer else {}),
-                       "evidence": evidence, "provenance": provenance})
+        golden.append(line)
     return FeedbackExport(golden, judge, skipped, unlabelled, judge_skipped)
+
+
+def _not_unicode(value: Any, key: str = "") -> str | None:
+    """Which field of `value` (a line, nested) is not valid Unicode text (a lone surrogate: no UTF-8 file can
+    hold it), or None."""
+    if isinstance(value, str):
+        found = LONE_SURROGATE.search(value)
+        return f"{key!r} is not valid Unicode text (a lone surrogate at character {found.start()})" if found else None
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for inner_key, inner in items:
+        problem = _not_unicode(inner, inner_key if isinstance(inner_key, str) else key)
+        if problem:
+            return problem
+    return None
 
 
 def _read_labels(trace: LabelledTrace) -> tuple[bool | None, str | None, list[TracePassage]]:
@@ -197,9 +220,15 @@ def _boolean(label: Label) -> bool:
 
 
 def _labelled_passage(trace: LabelledTrace, label: Label) -> TracePassage:
-    """The trace's passage a passage_relevant label names: by ``passage_id``, else the best-ranked passage of
-    ``source`` whose pages hold ``page`` (those given to the answer first)."""
+    """The trace's passage a passage_relevant label names: by ``rank`` (a review queue's choice), by
+    ``passage_id``, else the best-ranked passage of ``source`` whose pages hold ``page`` (those given to the
+    answer first)."""
     metadata = label.metadata or {}
+    if isinstance(metadata.get("rank"), int) and not isinstance(metadata["rank"], bool):
+        at_rank = [p for p in trace.passages if p.rank == metadata["rank"]]
+        if not at_rank:
+            raise _Skip(f"{NOT_IN_TRACE}: no passage {metadata['rank']}, the trace holds {len(trace.passages)}")
+        return at_rank[0]
     source, page, passage_id = metadata.get("source"), metadata.get("page"), metadata.get("passage_id")
     named = RATIONALE_PASSAGE.search(label.rationale or "")
     if (source is None or page is None) and named:

@@ -25,7 +25,7 @@ import difflib
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Iterable
 
 from rag_core.errors import BadInput
 from rag_core.ingest.metadata import normalise
@@ -71,16 +71,22 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
     path = Path(path)
     if not path.is_file():
         raise GoldenSetError(f"golden set not found: {path}")
-    known_docs = set(doc_ids) if doc_ids is not None else None
+    return parse_golden(read_jsonl(path, GoldenSetError), str(path), doc_ids)
 
+
+def parse_golden(records: Iterable[tuple[int, str, dict]], name: str,
+                 doc_ids: Collection[str] | None = None) -> list[GoldenQuery]:
+    """The golden set of `records` ((line number, "name:line", line) each; an MLflow golden dataset's
+    too), checked as ``load_golden`` checks a file; `name` names it in messages."""
+    known_docs = set(doc_ids) if doc_ids is not None else None
     queries: list[GoldenQuery] = []
     first_line_of: dict[str, int] = {}  # query id -> line it was defined on
     simple_format_ids: list[str] = []
-    for line_number, where, record in read_jsonl(path, GoldenSetError):
+    for line_number, where, record in records:
         query = _parse_record(record, where, line_number, known_docs)
         if query.id in first_line_of:
             raise GoldenSetError(
-                f"{path}:{line_number} (query {query.id}): duplicate query id, "
+                f"{name}:{line_number} (query {query.id}): duplicate query id, "
                 f"first used on line {first_line_of[query.id]}"
             )
         first_line_of[query.id] = line_number
@@ -89,10 +95,10 @@ def load_golden(path: str | Path, doc_ids: Collection[str] | None = None) -> lis
         queries.append(query)
 
     if not queries:
-        raise GoldenSetError(f"{path}: the golden set is empty (expected one JSON object per line)")
+        raise GoldenSetError(f"{name}: the golden set is empty (expected one JSON object per line)")
     if simple_format_ids:
         warnings.warn(
-            f"{path}: {len(simple_format_ids)} queries ({', '.join(simple_format_ids[:5])}"
+            f"{name}: {len(simple_format_ids)} queries ({', '.join(simple_format_ids[:5])}"
             f"{', ...' if len(simple_format_ids) > 5 else ''}) give relevant_ids, which are tied to one "
             "chunking: their metrics are not comparable across chunk sizes. Give evidence "
             "(source, page, text) instead.",

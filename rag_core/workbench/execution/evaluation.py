@@ -29,11 +29,13 @@ from rag_core.errors import BadInput
 from rag_core.evaluate.beir import load_beir
 from rag_core.evaluate.evaluator import EvalReport, evaluate_config
 from rag_core.evaluate.golden import GoldenQuery, load_golden
+from rag_core.evaluate.golden_records import is_dataset_ref
 from rag_core.ingest.corpus import Corpus, store_corpus
 from rag_core.ingest.files import read_documents
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
 from rag_core.service import store_access
 from rag_core.workbench.tracking.datasets import log_golden_input
+from rag_core.workbench.tracking.golden_datasets import GoldenVersion, link_to_experiment, load_golden_dataset
 from rag_core.workbench.tracking.tracker import Tracker, TrackingTarget, log_evaluation, tracking_errors
 
 RESULT_MIME = "application/json"  # how the notebook's last cell records its result for papermill readers
@@ -54,6 +56,7 @@ class EvalInputs:
     corpus_name: str  # "documents", "scifact (BEIR)", "store .rag_store"
     golden_name: str  # "golden", "qrels test"
     golden_source: str | None = None  # the golden file or BEIR folder (the MLflow dataset's source)
+    golden_dataset: GoldenVersion | None = None  # the MLflow golden dataset version (--golden mlflow:NAME@3)
 
     @property
     def experiment(self) -> str:
@@ -74,7 +77,7 @@ def load_eval_inputs(
     must be a corpus document) or the BEIR qrels; the first `max_queries` of them."""
     if max_queries is not None and max_queries < 1:
         raise BadInput(f"`max_queries` must be at least 1, got {max_queries}")
-    started = time.perf_counter()
+    started, dataset = time.perf_counter(), None
     if beir is not None:
         if input_dir is not None or golden is not None:
             raise BadInput("`beir` brings its own corpus and queries: leave out `input_dir` and `golden`")
@@ -95,13 +98,17 @@ def load_eval_inputs(
         else:
             store = Path(store_dir) if store_dir is not None else default_store_dir()
             corpus, corpus_name = store_corpus(store), f"store {store.resolve().name}"
-        queries = load_golden(golden, doc_ids=corpus.by_id)
-        golden_name, golden_source = Path(golden).stem, str(Path(golden).resolve())
+        if is_dataset_ref(str(golden)):  # mlflow:NAME[@VERSION]
+            dataset, queries = load_golden_dataset(str(golden), corpus.by_id)
+            golden_name, golden_source = dataset.name, dataset.ref
+        else:
+            queries = load_golden(golden, doc_ids=corpus.by_id)
+            golden_name, golden_source = Path(golden).stem, str(Path(golden).resolve())
     read_seconds = time.perf_counter() - started if input_dir is not None or beir is not None else 0.0
     if not queries:
         raise BadInput("the golden set has no queries with relevant documents")
     return EvalInputs(corpus, tuple(queries[:max_queries] if max_queries else queries), read_seconds,
-                      corpus_name, golden_name, golden_source)
+                      corpus_name, golden_name, golden_source, dataset)
 
 
 @dataclass(frozen=True)
@@ -154,7 +161,7 @@ def evaluate_and_log(
     with tracking_errors(tracker.uri):
         started = time.perf_counter()
         run_id = log_evaluation(report, target)
-        log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
+        _log_golden(tracker, run_id, inputs, target.experiment)
         timing["timing/log_seconds"] = time.perf_counter() - started
         if config.tracing:
             from rag_core.workbench.tracking.traces import log_query_traces  # imports MLflow's tracing: only when asked for
@@ -166,6 +173,18 @@ def evaluate_and_log(
         tracker.log(run_id, metrics={name: timing[name] for name in ("timing/log_seconds", "timing/tracing_seconds")
                                      if name in timing})
     return EvalRun(report, target.experiment, run_id, tracker.uri, timing)
+
+
+def _log_golden(tracker: Tracker, run_id: str, inputs: EvalInputs, experiment: str) -> None:
+    """The golden set as the run's dataset input; a version of an MLflow golden dataset as ``NAME@v3``,
+    also listed in the experiment's Datasets tab."""
+    dataset = inputs.golden_dataset
+    if dataset is None:
+        log_golden_input(tracker, run_id, inputs.queries, inputs.golden_name, inputs.golden_source)
+        return
+    log_golden_input(tracker, run_id, inputs.queries, dataset.input_name, dataset.ref, dataset_id=dataset.dataset_id,
+                     version=dataset.version)
+    link_to_experiment(dataset, tracker.experiment_id(experiment), tracker.uri)
 
 
 def preload() -> None:
@@ -240,6 +259,8 @@ def _load_inputs_once(input_dir: str | None, golden: str | None, beir: str | Non
 
 
 def _path_or_none(path: str | Path | None) -> str | None:
+    if path is not None and is_dataset_ref(str(path)):  # mlflow:NAME@3 is no file
+        return str(path)
     return str(Path(path).resolve()) if path is not None else None
 
 

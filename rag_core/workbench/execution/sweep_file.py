@@ -4,7 +4,7 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
 
     name: grid                            # the parent run's name; notebooks go to <file dir>/runs/<name>/
     input: ../data/documents              # or  beir: DIR  (and split: test)
-    golden: ../data/golden/golden.jsonl
+    golden: ../data/golden/golden.jsonl   # or mlflow:NAME@3, a version of an MLflow golden dataset
     max_queries: 10                       # optional: the first N queries only
     experiment: my experiment             # optional: default "<corpus> | <golden set>"
     primary_metric: evidence/recall@1024  # optional: ranks the comparison table (best first); the default:
@@ -50,6 +50,7 @@ from rag_core.components import load_plugins
 from rag_core.doc_ids import escape_controls
 from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
                              setting_names)
+from rag_core.evaluate.golden_records import is_dataset_ref
 from rag_core.evaluate.evidence_budget import evidence_metric_names
 from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC, default_primary_metric, metric_names
 from rag_core.evaluate.relevance import LEVELS
@@ -257,7 +258,8 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     spec = SweepSpec(
         # resolved: papermill changes the process's directory while a notebook runs (racy with worker threads)
         name=check_name(data.get("name"), path), path=path.resolve(), input_dir=resolve(data.get("input")),
-        golden=resolve(data.get("golden")), beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
+        golden=Path(data["golden"]) if is_dataset_ref(data.get("golden")) else resolve(data.get("golden")),  # mlflow:NAME@3
+        beir=resolve(data.get("beir")), split=str(data.get("split", "test")),
         max_queries=max_queries, experiment=str(data["experiment"]) if data.get("experiment") else None,
         primary_metric=str(data.get("primary_metric") or (FALLBACK_PRIMARY_METRIC if data.get("beir") is not None
                                                           else default_primary_metric(data.get("golden"), folder))),

@@ -1,6 +1,6 @@
 """The golden set as an MLflow dataset input of a run: the run page's "Datasets used" and the runs
 table's Dataset column name it, with its digest (the golden fingerprint: equal digests, same
-queries), its source (the golden file or BEIR folder) and its schema.
+queries), its source (the golden file or BEIR folder; an MLflow golden dataset's id) and its schema.
 
 What is logged is a table of the queries: query_id, query, answer, evidence_sources, evidence_pages,
 evidence (JSON: source, page, text of each item). Left out: the corpus as a dataset (its fingerprint
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from rag_core.workbench.tracking.tracker import Tracker
 
 DATASET_CONTEXT = "evaluation"  # the input's mlflow.data.context tag
+VERSION_INPUT_TAG = "rag.golden.version"  # the input's tag naming an MLflow golden dataset's version
 RACE_ATTEMPTS = 3  # log_inputs tries when another run inserted the same dataset at the same moment
 
 
@@ -41,19 +42,25 @@ def golden_table(queries: Sequence[GoldenQuery]) -> "pd.DataFrame":
 
 
 def log_golden_input(tracker: "Tracker", run_id: str, queries: Sequence[GoldenQuery], name: str,
-                     source: str | None) -> None:
-    """Log `queries` as the run's dataset input `name` (digest: the golden fingerprint)."""
+                     source: str | None, *, dataset_id: str | None = None, version: int | None = None) -> None:
+    """Log `queries` as the run's dataset input `name` (digest: the golden fingerprint). A version of an
+    MLflow golden dataset (``rag_core.workbench.tracking.golden_datasets``) gives its `dataset_id` (the
+    input's source) and `version` (an input tag beside the context)."""
     import warnings
 
     import mlflow.data
+    from mlflow.data.evaluation_dataset_source import EvaluationDatasetSource
     from mlflow.entities import Dataset, DatasetInput, InputTag
 
     with warnings.catch_warnings():  # "source can be interpreted in multiple ways": both are the local file
         warnings.simplefilter("ignore", UserWarning)
-        dataset = mlflow.data.from_pandas(golden_table(queries), source=source or name, name=name,
-                                          digest=golden_fingerprint(queries))
+        dataset = mlflow.data.from_pandas(golden_table(queries), name=name, digest=golden_fingerprint(queries),
+                                          source=EvaluationDatasetSource(dataset_id) if dataset_id else source or name)
     entity = Dataset(**dataset.to_dict())
-    inputs = [DatasetInput(entity, [InputTag("mlflow.data.context", DATASET_CONTEXT)])]
+    tags = [InputTag("mlflow.data.context", DATASET_CONTEXT)]
+    if version is not None:
+        tags.append(InputTag(VERSION_INPUT_TAG, str(version)))
+    inputs = [DatasetInput(entity, tags)]
     for attempt in range(RACE_ATTEMPTS):
         try:
             tracker.client.log_inputs(run_id, inputs)

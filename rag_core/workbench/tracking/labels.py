@@ -5,7 +5,9 @@ A trace of ``query --trace`` or of an evaluation (``rag_core.workbench.tracking.
 ``rerank`` span's documents, else ``fusion``'s, else the one retriever's) with each passage's source,
 pages and text, and which passages went to the answer (the ``generate`` span's inputs). Its labels are
 its MLflow assessments named as ``rag_core.evaluate.feedback.LABEL_NAMES``, except those that another
-assessment overrides (``valid`` false): the UI's edit of a label keeps only the new value.
+assessment overrides (``valid`` false): the UI's edit of a label keeps only the new value. A review
+queue's ``passage_relevant`` answer (chosen passages) becomes one label per passage
+(``rag_core.evaluate.queue_labels``).
 Left out: traces logged by other applications (without these spans they have no passages).
 """
 
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from rag_core.errors import BadInput
 from rag_core.evaluate.feedback import LABEL_NAMES, Label, LabelledTrace, TracePassage
+from rag_core.evaluate.queue_labels import choice_labels
 from rag_core.workbench.tracking.tracker import Tracker, tracking_errors
 
 if TYPE_CHECKING:
@@ -26,9 +29,9 @@ PAGE_SIZE = 200
 
 def labelled_traces(experiment: str, tracking_uri: str | None = None) -> list[LabelledTrace]:
     """Every trace of `experiment` as a ``LabelledTrace`` (those without labels too: the export counts them)."""
-    tracker = Tracker.at(tracking_uri)
+    tracker = Tracker.at(tracking_uri, off_switch="")  # feedback export has no --no-mlflow to suggest
     tracker.check()
-    with tracking_errors(tracker.uri):
+    with tracking_errors(tracker.uri, tracker.off_switch):
         found = tracker.client.get_experiment_by_name(experiment)
         if found is None:
             raise BadInput(f"no MLflow experiment {experiment!r} at {tracker.uri} (query --trace --experiment NAME "
@@ -61,11 +64,12 @@ def read_trace(trace: "Trace") -> LabelledTrace:
     given = set((generate.inputs or {}).get("passages") or ()) if generate is not None else set()
     passages = tuple(_passage(document, rank, given) for rank, document in
                      enumerate(_documents(final), start=1))
-    labels = tuple(Label(assessment.name, _value(assessment), dict(assessment.metadata or {}),
-                         getattr(assessment.source, "source_id", "") or "", int(assessment.create_time_ms or 0),
-                         getattr(assessment, "rationale", None) or "")
-                   for assessment in trace.info.assessments or ()
-                   if assessment.name in LABEL_NAMES and assessment.valid is not False)
+    labels = tuple(label for assessment in trace.info.assessments or ()
+                   if assessment.name in LABEL_NAMES and assessment.valid is not False
+                   for label in choice_labels(Label(
+                       assessment.name, _value(assessment), dict(assessment.metadata or {}),
+                       getattr(assessment.source, "source_id", "") or "", int(assessment.create_time_ms or 0),
+                       getattr(assessment, "rationale", None) or "")))
     return LabelledTrace(trace.info.trace_id, query, answer if isinstance(answer, str) else None, passages, labels,
                          int(trace.info.request_time or 0))
 

@@ -25,8 +25,15 @@ are created with the tags that decide what the UI opens on (``rag_core.workbench
 A tracking store that cannot be used fails in one line, never a traceback: ``Tracker.check`` runs
 before an evaluation or a sweep does any work (an unknown scheme is bad input, exit 2; a server that
 does not answer within ``RAG_TRACKING_TIMEOUT_S`` seconds, default 10, is named with its address,
-exit 1), and ``tracking_errors`` turns what MLflow raises while logging (a read-only or missing
-database, a ``file://`` path that cannot be written) into a ``RunFailure`` naming the URI.
+exit 1; a SQLite URI naming a folder fails at once, without MLflow's minutes of retries), and
+``tracking_errors`` turns what MLflow raises while logging (a read-only or missing database, a
+``file://`` path that cannot be written) into a ``RunFailure`` naming the URI. The message ends with
+how to do without MLflow, ``off_switch`` (``--no-mlflow``; a command without that flag names its own).
+A SQLite store is created and migrated by the first process that opens it; ``Tracker.check`` does that
+under a lock beside the database (``.mlflow.db.lock``, ``rag_core.writes``), so two processes using a
+new store at once do not both migrate it (which failed one and could leave the store unusable).
+An experiment that was deleted is not written to (bad input naming how to restore it): its runs and
+traces would be hidden, and ``mlflow gc`` would remove them.
 
 Secrets: params are settings only, but as a guard nothing is logged whose value contains the value
 of a set API-key variable (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``): ``SecretInRun`` is raised
@@ -61,6 +68,7 @@ from rag_core.paths import PROJECT_ROOT, default_tracking_uri
 from rag_core.workbench.reports.plots import plot_latency_by_stage, plot_retrieval_by_level
 from rag_core.workbench.tracking.experiment_view import experiment_tags, missing_tags
 from rag_core.workbench.tracking.mlflow_names import metric_name_from_mlflow, mlflow_metric_name
+from rag_core.writes import exclusive_lock, lock_path_beside
 
 if TYPE_CHECKING:
     from mlflow.entities import Run
@@ -72,6 +80,7 @@ TAG_PREFIX = "rag."
 GIT_COMMIT_TAG = "mlflow.source.git.commit"
 PARENT_RUN_TAG = "mlflow.parentRunId"
 TRACKING_TIMEOUT_ENV, DEFAULT_TRACKING_TIMEOUT_S = "RAG_TRACKING_TIMEOUT_S", 10.0
+NO_MLFLOW = "use --no-mlflow"  # what a failing store's message suggests, unless the command has no such flag
 TRACKING_SCHEMES = ("sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks")
 
 
@@ -120,11 +129,12 @@ def _client(uri: str):
 @dataclass(frozen=True)
 class Tracker:
     uri: str
+    off_switch: str = NO_MLFLOW  # the end of a failing store's message: how to do without it ("" none)
 
     @classmethod
-    def at(cls, uri: str | None = None) -> "Tracker":
+    def at(cls, uri: str | None = None, off_switch: str = NO_MLFLOW) -> "Tracker":
         """The tracker for `uri`, or for the default store (``MLFLOW_TRACKING_URI`` or ``mlruns/``)."""
-        return cls(uri or default_tracking_uri())
+        return cls(uri or default_tracking_uri(), off_switch)
 
     @property
     def client(self):
@@ -137,8 +147,8 @@ class Tracker:
         scheme = urlsplit(self.uri).scheme.split("+")[0].lower()
         if scheme not in TRACKING_SCHEMES and not (len(scheme) <= 1):  # "" or a drive letter: a local path
             raise BadInput(f"MLflow tracking URI {self.uri!r}: unknown scheme {scheme!r}; use one of "
-                           f"{', '.join(TRACKING_SCHEMES)} (e.g. sqlite:///mlruns/mlflow.db or http://host:5000), "
-                           "or --no-mlflow")
+                           f"{', '.join(TRACKING_SCHEMES)} (e.g. sqlite:///mlruns/mlflow.db or http://host:5000)"
+                           + _or(self.off_switch))
         timeout = tracking_timeout_s()
         if scheme in ("http", "https"):
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", str(max(1, round(timeout))))
@@ -150,21 +160,50 @@ class Tracker:
             except OSError as exc:
                 raise RunFailure(f"MLflow tracking server {self.uri} ({address[0]}:{address[1]}) is unreachable "
                                  f"within {timeout:g} s ({exc.strerror or type(exc).__name__}); start it, fix "
-                                 f"MLFLOW_TRACKING_URI, raise {TRACKING_TIMEOUT_ENV}, or use --no-mlflow") from None
-        with tracking_errors(self.uri):
+                                 f"MLFLOW_TRACKING_URI, raise {TRACKING_TIMEOUT_ENV}" + _or(self.off_switch)) from None
+        database = self.sqlite_database()
+        if database is not None and database.is_dir():
+            raise RunFailure(f"MLflow tracking store {self.uri} cannot be used: {database} is a folder, not a "
+                             f"database file; fix MLFLOW_TRACKING_URI (e.g. sqlite:///{database / 'mlflow.db'})"
+                             + _or(self.off_switch))
+        with tracking_errors(self.uri, self.off_switch), self.store_lock():  # a new store: created by one process
             self.client.search_experiments(max_results=1)
+
+    def sqlite_database(self) -> Path | None:
+        """The database file of a ``sqlite:///`` URI (None: another scheme, or SQLite in memory)."""
+        if not self.uri.startswith("sqlite:///"):
+            return None
+        path = self.uri[len("sqlite:///"):].split("?")[0]  # "sqlite:////abs.db" keeps its "/"
+        return Path(path) if path and path != ":memory:" else None
+
+    @contextlib.contextmanager
+    def store_lock(self):
+        """Hold the lock beside a SQLite database for the block (where it can be taken; else none): its
+        creation and migration, and a short write, are one process's at a time. Not re-entrant."""
+        database = self.sqlite_database()
+        lock = lock_path_beside(database.resolve()) if database is not None else None
+        writable = lock is not None and lock.parent.is_dir() and os.access(lock if lock.exists() else lock.parent,
+                                                                            os.W_OK)
+        if not writable:  # a read-only store: nothing to create, and nothing the lock could guard
+            yield
+            return
+        with exclusive_lock(lock, on_wait=f"waiting for another process using {self.uri}"):
+            yield
 
     def artifact_root(self) -> Path | None:
         """Where a SQLite store keeps artifacts (``<db folder>/artifacts``); None: the server decides."""
-        if not self.uri.startswith("sqlite:///"):
-            return None
-        database = Path(self.uri[len("sqlite:///"):].split("?")[0])  # "sqlite:////abs.db" keeps its "/"
-        return database.resolve().parent / "artifacts"
+        database = self.sqlite_database()
+        return database.resolve().parent / "artifacts" if database is not None else None
 
     def experiment_id(self, name: str) -> str:
         """Id of experiment `name`, created (with its artifact location and the UI's tags, see
-        ``rag_core.workbench.tracking.experiment_view``) when missing; an existing one gets the tags it lacks."""
+        ``rag_core.workbench.tracking.experiment_view``) when missing; an existing one gets the tags it lacks.
+        A deleted one is bad input: what is logged there is hidden, and ``mlflow gc`` removes it."""
         experiment = self.client.get_experiment_by_name(name)
+        if experiment is not None and experiment.lifecycle_stage == "deleted":
+            raise BadInput(f"MLflow experiment {name!r} was deleted: restore it (mlflow experiments restore "
+                           f"--experiment-id {experiment.experiment_id}, with MLFLOW_TRACKING_URI={self.uri}) or "
+                           "name another experiment")
         if experiment is not None:
             for key, value in missing_tags(experiment.tags).items():
                 self.client.set_experiment_tag(experiment.experiment_id, key, value)
@@ -260,9 +299,10 @@ _TRACKING_LIBRARIES = ("mlflow", "sqlalchemy", "alembic", "requests", "urllib3",
 
 
 @contextlib.contextmanager
-def tracking_errors(uri: str):
+def tracking_errors(uri: str, off_switch: str = NO_MLFLOW):
     """Failures of the tracking store itself (raised by MLflow or its database and HTTP libraries, or
-    an OSError inside MLflow: a read-only or missing path) as one ``RunFailure`` naming `uri`."""
+    an OSError inside MLflow: a read-only or missing path) as one ``RunFailure`` naming `uri` (and
+    ending with `off_switch`, how to do without MLflow)."""
     try:
         yield
     except (BadInput, RunFailure, SecretInRun):
@@ -275,7 +315,30 @@ def tracking_errors(uri: str):
         first = next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
         first = first.split(". ")[0]  # its first sentence
         raise RunFailure(f"MLflow tracking store {uri} cannot be used: {redact(first)[:300]}; fix "
-                         "MLFLOW_TRACKING_URI (e.g. sqlite:///mlruns/mlflow.db) or use --no-mlflow") from None
+                         "MLFLOW_TRACKING_URI (e.g. sqlite:///mlruns/mlflow.db)" + _or(off_switch)) from None
+
+
+def _or(off_switch: str) -> str:
+    return f", or {off_switch}" if off_switch else ""
+
+
+@contextlib.contextmanager
+def global_tracking_uri(uri: str):
+    """MLflow's label-schema, review-queue and dataset-record functions use its global tracking URI, not a
+    client's: point that at `uri` meanwhile."""
+    import mlflow
+    from mlflow.tracking._tracking_service import utils
+
+    before, environment = utils._tracking_uri, os.environ.get("MLFLOW_TRACKING_URI")  # MLflow sets and unsets both
+    mlflow.set_tracking_uri(uri)
+    try:
+        yield
+    finally:
+        mlflow.set_tracking_uri(before)
+        if environment is None:
+            os.environ.pop("MLFLOW_TRACKING_URI", None)
+        else:
+            os.environ["MLFLOW_TRACKING_URI"] = environment
 
 
 def run_metrics(run: "Run") -> dict[str, float]:

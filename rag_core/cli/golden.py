@@ -1,0 +1,101 @@
+"""``rag-pipeline golden``: golden sets as versioned MLflow evaluation datasets, and back to JSONL.
+
+- ``import FILE --name NAME``: a JSONL golden set (checked as evaluation reads it) becomes a new version
+  of MLflow dataset NAME; with ``--append``, the newest version's lines first, then the file's lines whose
+  questions are not there yet.
+- ``export mlflow:NAME[@VERSION] --out FILE``: a version as a JSONL golden set (a new file: an existing
+  one is refused), the same bytes as the file it was imported from.
+- ``versions NAME``: each version with its number, lines, origin and dataset id.
+Versions and records are ``rag_core.workbench.tracking.golden_datasets``'s; ``eval``, ``sweep`` and ``gate``
+read a version with ``--golden mlflow:NAME[@VERSION]``.
+Left out: deleting versions (the UI's Datasets tab deletes a dataset).
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from rag_core.cli.common import EXIT_OK, emit
+
+NAME = "golden"
+HELP = "golden sets as versioned MLflow evaluation datasets: import a JSONL file, export a version, list versions"
+DESCRIPTION = (
+    "import: a JSONL golden set becomes a new version of MLflow evaluation dataset --name (shown in the experiment's "
+    "Datasets tab; with --append, added to the newest version's lines). export: a version (mlflow:NAME or "
+    "mlflow:NAME@VERSION) written as a JSONL golden set, line for line as it was imported. versions: the versions of "
+    "NAME. eval, sweep and gate read a version with --golden mlflow:NAME[@VERSION] and record it as the run's dataset.")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", choices=["import", "export", "versions"],
+                        help="import FILE --name NAME | export mlflow:NAME[@VERSION] --out FILE | versions NAME")
+    parser.add_argument("target", metavar="FILE|REF|NAME",
+                        help="import: the JSONL file; export: mlflow:NAME[@VERSION]; versions: the dataset name")
+    parser.add_argument("--name", metavar="NAME", help="import: the MLflow dataset to add a version to")
+    parser.add_argument("--append", action="store_true",
+                        help="import: keep the newest version's lines and add the file's new questions after them")
+    parser.add_argument("--experiment", metavar="NAME",
+                        help="import: also list the dataset in this MLflow experiment's Datasets tab")
+    parser.add_argument("--out", metavar="FILE", help="export: the JSONL file to write (must not exist)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rag_core.errors import BadInput
+
+    if args.action == "import":
+        if not args.name:
+            raise BadInput("golden import needs --name NAME (the MLflow dataset)")
+        payload = _import(Path(args.target), args.name, args.append, args.experiment)
+        text = (f"{payload['lines']} line(s) -> {payload['ref']} (dataset {payload['dataset_id']}; "
+                f"{payload['added']} from {args.target})")
+    elif args.action == "export":
+        if not args.out:
+            raise BadInput("golden export needs --out FILE")
+        payload = _export(args.target, Path(args.out))
+        text = f"{payload['ref']}: {payload['lines']} line(s) -> {payload['out']}"
+    else:
+        from rag_core.workbench.tracking.golden_datasets import versions
+
+        found = [version.as_json() for version in versions(args.target)]
+        if not found:
+            raise BadInput(f"no golden dataset {args.target!r} (golden import FILE --name NAME makes one)")
+        payload = {"name": args.target, "versions": found}
+        text = "\n".join(f"{item['ref']:<30} {item['lines']:>5} line(s)  {item['origin']}  ({item['dataset_id']})"
+                         for item in found)
+    emit(args, payload, text)
+    return EXIT_OK
+
+
+def _import(path: Path, name: str, append: bool, experiment: str | None) -> dict[str, Any]:
+    from rag_core.evaluate.feedback import normalised_query
+    from rag_core.evaluate.golden import GoldenSetError, load_golden
+    from rag_core.evaluate.golden_records import DatasetRef
+    from rag_core.jsonl import read_jsonl
+    from rag_core.workbench.tracking.golden_datasets import read_lines, resolve, versions, write_version
+    from rag_core.workbench.tracking.tracker import Tracker
+
+    load_golden(path)  # checked as evaluation reads it (GoldenSetError: exit 2)
+    lines = [record for _, _, record in read_jsonl(path, GoldenSetError)]
+    earlier = read_lines(resolve(DatasetRef(name, None))) if append and versions(name) else []
+    known = {normalised_query(str(line.get("query", ""))) for line in earlier}
+    added = [line for line in lines if normalised_query(str(line["query"])) not in known]
+    experiments = [Tracker.at().experiment_id(experiment)] if experiment else []
+    version = write_version(name, earlier + added, origin=f"import {path}", experiment_ids=experiments)
+    return {**version.as_json(), "added": len(added), "file": str(path)}
+
+
+def _export(ref: str, out: Path) -> dict[str, Any]:
+    from rag_core.errors import BadInput
+    from rag_core.evaluate.golden_records import jsonl_text, parse_dataset_ref
+    from rag_core.workbench.tracking.golden_datasets import read_lines, resolve
+
+    version = resolve(parse_dataset_ref(ref))
+    if out.exists():
+        raise BadInput(f"{out} exists: golden export writes a new file (name another --out)")
+    lines = read_lines(version)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("x", encoding="utf-8") as handle:
+        handle.write(jsonl_text(lines))
+    return {**version.as_json(), "out": str(out)}
