@@ -131,3 +131,34 @@ def test_beir_5000_abstracts_bm25_well_under_a_minute(tmp_path):
     assert seconds < 60
     assert metrics["index/documents"] == 5000 and metrics["index/embedded"] == 0
     assert metrics["doc/hit_rate@5"] > 0.9  # three of a document's own rare words find it
+
+
+def test_evidence_metrics_and_page_credit_as_a_user_sees_them(tiny_corpus, tmp_path):  # noqa: F811
+    common = ["eval", "--input", str(tiny_corpus.documents), "--mode", "bm25", "--rerank-depth", "0",
+              "--chunk-size", "40", "--overlap", "8", "--no-mlflow", "--context-budgets", "20,40,400"]
+    completed = run_cli(*common, "--golden", str(tiny_corpus.golden), "--json", store=tmp_path / "store")
+    assert completed.returncode == 0, completed.stderr
+    output = json.loads(completed.stdout)
+    metrics, rows = output["metrics"], output["per_query"]
+    assert output["params"]["page_credit"] == "tied" and output["params"]["context_budgets"] == "20,40,400"
+    assert metrics["evidence/queries"] == len(rows) == 3
+    for name in ("recall", "precision", "iou"):
+        for budget in (20, 40, 400):
+            column = [row[f"evidence/{name}@{budget}"] for row in rows]
+            assert all(0.0 <= value <= 1.0 for value in column)
+            assert metrics[f"evidence/{name}@{budget}"] == pytest.approx(sum(column) / 3)
+    for row in rows:  # more words read can only hold more of the evidence
+        assert row["evidence/recall@20"] <= row["evidence/recall@40"] <= row["evidence/recall@400"]
+
+    # the same set with pages only: nothing to locate, so the metrics are not available (never 0)
+    pages_only = tmp_path / "pages.jsonl"
+    lines = [json.loads(line) for line in tiny_corpus.golden.read_text().splitlines()]
+    pages_only.write_text("".join(json.dumps({**line, "evidence": [{key: value for key, value in item.items() if key != "text"}
+                                                                    for item in line["evidence"]]}) + "\n"
+                                  for line in lines))
+    completed = run_cli(*common, "--golden", str(pages_only), store=tmp_path / "store")
+    assert completed.returncode == 0, completed.stderr
+    assert "Evidence at a context budget: not available" in completed.stdout
+    assert "page_credit tied" in completed.stdout
+    completed = run_cli(*common, "--golden", str(pages_only), "--json", store=tmp_path / "store")
+    assert not any(name.startswith("evidence/") and name != "evidence/queries" for name in json.loads(completed.stdout)["metrics"])

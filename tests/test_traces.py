@@ -109,9 +109,9 @@ def test_the_experiment_opens_on_its_runs_with_the_workbench_columns(tracking_ur
     tags = tracker.client.get_experiment(tracker.experiment_id("new one")).tags
     assert tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND == "custom_model_development"
     view = json.loads(tags[VIEW_TAG])
-    assert view["selectedColumns"] == ["metrics.`page/ndcg_at_10`", "params.`mode`", "params.`chunk_size`",
+    assert view["selectedColumns"] == ["metrics.`evidence/recall_at_1024`", "params.`mode`", "params.`chunk_size`",
                                        "params.`overlap`", "params.`k`", "params.`rerank_depth`", "attributes.`Dataset`"]
-    assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`page/ndcg_at_10`", False)
+    assert (view["orderByKey"], view["orderByAsc"]) == ("metrics.`evidence/recall_at_1024`", False)
     assert runs_view_url("http://127.0.0.1:5000/", "7") == (
         f"http://127.0.0.1:5000/#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey={VIEW_KEY}")
 

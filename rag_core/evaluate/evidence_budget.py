@@ -28,7 +28,6 @@ Left out: budgets in model tokens (words are stated instead; a tokenizer would t
 from __future__ import annotations
 
 import functools
-import re
 from typing import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -38,7 +37,6 @@ from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
 from rag_core.records import Chunk, Document
 
 EVIDENCE_METRICS = ("recall", "precision", "iou")
-_WORD = re.compile(r"\S+")
 
 Spans = dict[str, list[tuple[int, int]]]  # doc_id -> disjoint, sorted [start, end) character spans
 
@@ -58,19 +56,43 @@ def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     return result
 
 
+@functools.lru_cache(maxsize=1)
+def _is_text() -> np.ndarray:
+    """code point (U+3001 standing for every one above it) -> not whitespace (``str.isspace`` is false)."""
+    return np.array([not chr(point).isspace() for point in range(0x3002)])
+
+
 @functools.lru_cache(maxsize=64)
-def _text_before(document: Document) -> np.ndarray:
-    """``[i]``: how many characters of ``document.text[:i]`` are not whitespace."""
-    counts = np.zeros(len(document.text) + 1, dtype=np.int64)
-    counts[1:] = np.cumsum([not char.isspace() for char in document.text])
-    return counts
+def _counts(document: Document) -> tuple[np.ndarray, np.ndarray]:
+    """(characters, words): ``[i]`` is how many characters other than whitespace, and how many word
+    starts, ``document.text[:i]`` holds."""
+    points = np.frombuffer(document.text.encode("utf-32-le"), dtype=np.uint32)
+    text = _is_text()[np.minimum(points, 0x3001)]
+    starts = text & ~np.concatenate(([False], text[:-1]))
+    chars, words = np.zeros(len(points) + 1, dtype=np.int64), np.zeros(len(points) + 1, dtype=np.int64)
+    np.cumsum(text, out=chars[1:])
+    np.cumsum(starts, out=words[1:])
+    return chars, words
 
 
-def covered(spans: Spans, documents: Mapping[str, Document]) -> int:
+class TextCounts(dict):
+    """doc_id -> (characters, words) counts of its document (``_counts``), computed on first use: hashing a
+    ``Document`` for the process-wide cache costs more than a look-up here."""
+
+    def __init__(self, documents: Mapping[str, Document]) -> None:
+        super().__init__()
+        self.documents = documents
+
+    def __missing__(self, doc_id: str) -> tuple[np.ndarray, np.ndarray]:
+        value = self[doc_id] = _counts(self.documents[doc_id])
+        return value
+
+
+def covered(spans: Spans, counts: TextCounts) -> int:
     """Characters other than whitespace in `spans`."""
     total = 0
     for doc_id, found in spans.items():
-        before = _text_before(documents[doc_id])
+        before = counts[doc_id][0]
         total += sum(int(before[end] - before[start]) for start, end in found)
     return total
 
@@ -104,23 +126,30 @@ def evidence_spans(query: GoldenQuery, documents: Mapping[str, Document]) -> Spa
     return {doc_id: merged(spans) for doc_id, spans in found.items()} or None
 
 
-def kept_spans(ranking: Sequence[Chunk], budget_words: int) -> Spans:
-    """The text of the ranked passages, best first, up to `budget_words` words (the last one cut)."""
+def kept_spans(ranking: Sequence[Chunk], budget_words: int, counts: TextCounts) -> Spans:
+    """The text of the ranked passages, best first, up to `budget_words` words (the last one cut after
+    the words that fit). Words are counted as ``str.split`` counts them, from the documents' counts."""
     kept: dict[str, list[tuple[int, int]]] = {}
     left = budget_words
     for chunk in ranking:
         if left <= 0:
             break
-        words = list(_WORD.finditer(chunk.text))
-        end = chunk.char_end if len(words) <= left else chunk.char_start + words[left - 1].end()
-        kept.setdefault(chunk.doc_id, []).append((chunk.char_start, end))
-        left -= len(words)
+        chars, words = counts[chunk.doc_id]
+        start, end = chunk.char_start, chunk.char_end
+        mid_word = int(start > 0 and chars[start + 1] - chars[start - 1] == 2)  # starts inside a word
+        count = int(words[end] - words[start]) + mid_word
+        if count > left:  # cut before the start of word left + 1 of the passage, and the spaces before it
+            end = int(np.searchsorted(words, words[start] + left + 1 - mid_word)) - 1
+            while end > start and chars[end] == chars[end - 1]:  # whitespace
+                end -= 1
+        kept.setdefault(chunk.doc_id, []).append((start, end))
+        left -= count
     return {doc_id: merged(spans) for doc_id, spans in kept.items()}
 
 
-def budget_scores(kept: Spans, evidence: Spans, documents: Mapping[str, Document]) -> dict[str, float]:
-    both = covered(intersection(kept, evidence), documents)
-    kept_chars, evidence_chars = covered(kept, documents), covered(evidence, documents)
+def budget_scores(kept: Spans, evidence: Spans, counts: TextCounts) -> dict[str, float]:
+    both = covered(intersection(kept, evidence), counts)
+    kept_chars, evidence_chars = covered(kept, counts), covered(evidence, counts)
     union = kept_chars + evidence_chars - both
     return {"recall": both / evidence_chars if evidence_chars else 0.0,
             "precision": both / kept_chars if kept_chars else 0.0,
@@ -133,13 +162,14 @@ def evidence_metrics(queries: Sequence[GoldenQuery], documents: Mapping[str, Doc
     """(averages, query id -> values) of every evidence metric at every budget; queries without
     located evidence text have no values, and with none at all both are empty but for the count."""
     per_query: dict[str, dict[str, float]] = {}
+    counts = TextCounts(documents)
     for query in queries:
         evidence = evidence_spans(query, documents)
         if evidence is None:
             continue
         values = per_query[query.id] = {}
         for budget in budgets:
-            scores = budget_scores(kept_spans(rankings.get(query.id, ()), budget), evidence, documents)
+            scores = budget_scores(kept_spans(rankings.get(query.id, ()), budget, counts), evidence, counts)
             values.update({f"evidence/{metric}@{budget}": scores[metric] for metric in EVIDENCE_METRICS})
     averages = {"evidence/queries": float(len(per_query))}
     if per_query:

@@ -6,13 +6,14 @@ words 10-19: characters [40, 79), 30 characters of text."""
 
 import pytest
 
-from rag_core.evaluate.evidence_budget import evidence_metrics, kept_spans, merged
+from rag_core.evaluate.evidence_budget import TextCounts, evidence_metrics, kept_spans, merged
 from rag_core.evaluate.golden import Evidence, GoldenQuery
 from rag_core.records import Chunk, Document
 
 WORDS = [f"w{i:02d}" for i in range(40)]
 DOCUMENT = Document.from_pages("d.pdf", [" ".join(WORDS)], "hash")
 DOCUMENTS = {"d.pdf": DOCUMENT}
+COUNTS = TextCounts(DOCUMENTS)
 EVIDENCE = " ".join(WORDS[10:20])
 QUERY = GoldenQuery("q", "which words?", None, (Evidence("d.pdf", 1, EVIDENCE),))
 
@@ -36,7 +37,7 @@ def test_two_overlapping_passages_count_their_common_text_once():
 
 def test_a_budget_that_cuts_a_passage_keeps_its_first_words():
     # 15 words of words 0-19: [0, 59), 45 characters; words 10-14 are evidence: 15 characters
-    assert kept_spans([words(0, 19)], 15) == {"d.pdf": [(0, 59)]}
+    assert kept_spans([words(0, 19)], 15, COUNTS) == {"d.pdf": [(0, 59)]}
     found, _ = scores([words(0, 19)], 15)
     assert found == pytest.approx({"recall": 15 / 30, "precision": 15 / 45, "iou": 15 / (45 + 30 - 15)})
 
@@ -73,3 +74,12 @@ def test_moving_a_boundary_without_changing_the_text_kept_changes_nothing():
 
 def test_merged_joins_overlapping_and_touching_spans():
     assert merged([(5, 9), (0, 3), (3, 4), (8, 12), (20, 20)]) == [(0, 4), (5, 12)]
+
+
+def test_words_are_counted_as_split_counts_them():
+    """A passage that starts inside a word counts the rest of that word as its first word."""
+    inside = Chunk("x", "d.pdf", DOCUMENT.text[1:23], 1, 23, 1, 1)  # "00 w01 w02 w03 w04 w05"
+    assert len(inside.text.split()) == 6
+    assert kept_spans([inside], 6, COUNTS) == {"d.pdf": [(1, 23)]}
+    assert kept_spans([inside], 2, COUNTS) == {"d.pdf": [(1, 7)]}  # "00 w01"
+    assert kept_spans([words(0, 3), inside], 5, COUNTS) == {"d.pdf": [(0, 15)]}  # "00" is inside words 0-3

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PARTS = ("tune", "holdout")  # metric prefixes: tuning queries, held-out queries
-QUERY_LEVELS = ("chunk", "page", "doc", "context")  # per-query metrics whose run metric is their mean over all queries
+QUERY_LEVELS = ("chunk", "page", "doc", "context", "evidence")  # per-query metrics whose run metric is their mean over all queries
 
 
 @dataclass(frozen=True)
