@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from rag_core.cli.common import EXIT_FAILURE, EXIT_OK, config_from_args
 from rag_core.errors import BadInput
+from rag_core.writes import check_output_file
 
 NAME = "make-golden"
 HELP = "write a golden set (questions + evidence) from your documents with an LLM"
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     types = tuple(t.strip() for t in args.types.split(",") if t.strip())
     if not 0 <= args.duplicate_threshold <= 100:
         raise BadInput(f"--duplicate-threshold must be between 0 and 100, got {args.duplicate_threshold:g}")
+    check_output_file(args.out, "--out")  # a folder or a path under a file: before any request
     if Path(args.out).exists() and not args.force:
         raise GoldenSetError(f"{args.out} already exists: choose another --out, or pass --force to replace it")
     client = LLMClient.from_config(config)  # no key: MissingAPIKey (exit 1) before any work

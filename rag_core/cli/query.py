@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from rag_core.workbench.reports.text import format_answer, format_explain
 
     config = config_from_args(args)
+    target = trace_target(args) if args.trace or config.trace_queries else None  # a bad store fails before answering
     started_ns = time.time_ns()
     result = answer_query(args.question, store_from_args(args), config, use_llm=not args.no_llm,
                           where=parse_where(args.where))
@@ -44,15 +45,22 @@ def run(args: argparse.Namespace) -> int:
         text += "\n\n" + format_explain(result, config)
         if result.answer.passages:  # an extractive answer quotes a few sentences of them: here they are whole
             text += "\n\nThe passages given:\n\n" + quote_passages(result.answer.passages)
-    trace = log_trace(args, config, result, started_ns) if args.trace or config.trace_queries else None
+    trace = log_trace(target, config, result, started_ns) if target else None
     emit(args, {**result.as_json(), **({"trace": trace.as_json()} if trace else {})}, text)
     return EXIT_OK
 
 
-def log_trace(args: argparse.Namespace, config, result, started_ns: int):
-    """Log the answered question as an MLflow trace; says where on stderr."""
-    from rag_core.workbench.tracking.query_traces import DEFAULT_EXPERIMENT, log_answered_query
+def trace_target(args: argparse.Namespace):
+    """The tracking store and experiment of --trace, checked (a deleted experiment is bad input)."""
+    from rag_core.workbench.tracking.query_traces import DEFAULT_EXPERIMENT, trace_target as checked_target
 
-    trace = log_answered_query(result, config, started_ns=started_ns, experiment=args.experiment or DEFAULT_EXPERIMENT)
+    return checked_target(args.experiment or DEFAULT_EXPERIMENT)
+
+
+def log_trace(target, config, result, started_ns: int):
+    """Log the answered question as an MLflow trace; says where on stderr."""
+    from rag_core.workbench.tracking.query_traces import log_answered_query
+
+    trace = log_answered_query(result, config, started_ns=started_ns, target=target)
     print(f"MLflow trace {trace.trace_id} in experiment {trace.experiment!r} ({trace.tracking_uri})", file=sys.stderr)
     return trace

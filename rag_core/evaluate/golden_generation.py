@@ -23,10 +23,7 @@ spanning several documents, unanswerable questions.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,6 +38,7 @@ from rag_core.generate.question_writer import (QUESTION_MAX_TOKENS, MalformedQue
                                                parse_question_reply, question_prompt, question_types)
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Document, Passage
+from rag_core.writes import check_output_file, jsonl_text, valid_text, write_atomic
 
 log = logging.getLogger(__name__)
 
@@ -169,13 +167,9 @@ def _record(number: int, n: int, question_type: str, passage: Passage, written: 
 
 
 def write_golden(records: Sequence[dict[str, Any]], path: str | Path, *, overwrite: bool = False) -> Path:
-    """Write one JSON object per line, atomically; an existing file is replaced only with `overwrite`."""
-    path = Path(path)
+    """Write one JSON object per line, atomically (``rag_core.writes``: the whole file beside, then renamed);
+    an existing file is replaced only with `overwrite`; a lone surrogate in the text becomes U+FFFD."""
+    path = check_output_file(path, "--out")
     if path.exists() and not overwrite:
         raise GoldenSetError(f"{path} already exists: choose another --out, or pass --force to replace it")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    with os.fdopen(handle, "w", encoding="utf-8") as out:
-        out.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in records)
-    os.replace(temporary, path)
-    return path
+    return write_atomic(path, valid_text(jsonl_text(records)))  # an LLM's "\ud800" cannot go in a UTF-8 file

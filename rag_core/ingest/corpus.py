@@ -9,7 +9,7 @@ Adding is two steps, so that a document counts as ingested only once its indexes
 writes the documents' text (files named by id and content hash, so a staged file never replaces
 anything) and returns the corpus the store *will* hold; the caller builds its indexes; ``commit``
 then records the documents in ``registry.json``. Every read-modify-write of the registry holds an
-exclusive lock (``fcntl.flock`` on ``documents/.lock``), so two processes adding at once both land.
+exclusive lock (``rag_core.writes.exclusive_lock`` on ``documents/.lock``), so two processes adding at once both land.
 Files get the permissions the umask gives (not tempfile's 0600), so a team can share a store.
 Removing is part of the same two steps: ``stage(..., removed=ids)`` returns the corpus without them
 and ``commit(..., removed=ids)`` drops them from the registry (an ingest removes the documents whose
@@ -25,12 +25,10 @@ Left out: locks on file systems without ``flock`` (some network mounts).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import logging
 import os
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import Any, Collection, Iterable, Iterator
 
 from rag_core.errors import DamagedStore, EmptyStore
 from rag_core.records import Document
+from rag_core.writes import exclusive_lock, umask_mode, write_json_atomic  # noqa: F401 - also imported from here
 
 log = logging.getLogger(__name__)
 
@@ -260,38 +259,3 @@ def store_corpus(store_dir: str | Path) -> Corpus:
             f"rag-pipeline ingest --input ./documents" + (f" --store {store_dir}" if str(store_dir) != ".rag_store" else "")
         )
     return corpus
-
-
-@contextmanager
-def exclusive_lock(path: Path, on_wait: str | None = None) -> Iterator[None]:
-    """Hold an exclusive ``flock`` on `path` (created if missing) for the block; released when the
-    block ends or the process dies. `on_wait` is logged (a note) when another holder makes us wait."""
-    with open(path, "a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if on_wait:
-                log.info("%s", on_wait)
-            fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
-
-
-def umask_mode(requested: int = 0o666) -> int:
-    """`requested` less the umask: what ``open()`` (0o666) or ``mkdir()`` (0o777) gives a new file or
-    folder. (Reading the umask means setting it.)"""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return requested & ~mask
-
-
-def write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    try:
-        os.fchmod(handle, umask_mode())  # mkstemp makes 0600 files; the store is meant to be shareable
-        with os.fdopen(handle, "w") as out:
-            json.dump(data, out)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise

@@ -8,7 +8,7 @@ import tempfile
 
 import pytest
 
-import rag_core.ingest.corpus as corpus
+import rag_core.writes as writes
 import rag_core.service as service
 from rag_core.config import RagConfig
 from rag_core.ingest.corpus import DocumentStore
@@ -76,10 +76,10 @@ def test_a_store_that_cannot_be_written_names_the_path(store_with_one_document, 
     def read_only(*args, dir=None, **kwargs):  # root ignores chmod: fail the way a read-only mount does
         raise OSError(errno.EROFS, "Read-only file system", str(dir))
 
-    monkeypatch.setattr(corpus.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(writes.tempfile, "mkstemp", read_only)
     with pytest.raises(StoreError, match=f"{store}.*Read-only file system"):
         ingest_directory(folder, store, BM25)
-    monkeypatch.setattr(corpus.tempfile, "mkstemp", tempfile.mkstemp)
+    monkeypatch.setattr(writes.tempfile, "mkstemp", tempfile.mkstemp)
     assert list(DocumentStore(store).registry()) == ["first.txt"]
 
 

@@ -13,12 +13,20 @@ difference, 0 when below zero and 1 otherwise. With several metrics the p-values
 Each side's score is shown with its percentile-bootstrap 95% interval over queries, and the mean
 difference with its own (``rag_core.workbench.statistics.intervals``; the scheme of ``rag_core.finetune.significance``,
 which this layer does not import).
-Left out: tests other than the t-test (the paired bootstrap's p of ``significance``), gating on latency.
+Each metric has a direction (``metric_direction``): higher is better for the retrieval, context, judge
+and citation scores; lower for latencies (``latency/*``, ``*_ms``, ``*_s``), token counts, costs and
+``context/words``. For a lower-is-better metric the test runs on ``baseline_q - candidate_q`` (the
+margin is in the metric's unit: milliseconds for a latency); the difference shown is always candidate
+minus baseline. A column of the per-query table that is not a score (``query``, ``top_sources``,
+``outcome``, the ``first_relevant_*`` ranks) or a metric of unknown direction is refused (bad input),
+naming the metrics the gate accepts.
+Left out: tests other than the t-test (the paired bootstrap's p of ``significance``).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -31,6 +39,20 @@ from rag_core.workbench.statistics.intervals import Interval, bootstrap_interval
 from rag_core.workbench.statistics.selection import ALPHA, holm
 
 DEFAULT_METRICS = ("page/ndcg@10",)
+# metric families (the part of a name before its last "/", a retriever's prefix ignored) where higher is better
+HIGHER_IS_BETTER_FAMILIES = ("chunk", "page", "doc", "context", "evidence", "judge", "citations", "answers")
+LOWER_IS_BETTER = re.compile(r"(^|/)latency/|_ms$|_s$|_seconds$|(^|/)context/words$|tokens$|(^|/|_)cost")
+NOT_SCORES = re.compile(r"_(reason|error|count)$")
+
+
+def metric_direction(metric: str) -> bool | None:
+    """True: higher is better; False: lower is better; None: not a metric the gate knows."""
+    if LOWER_IS_BETTER.search(metric):
+        return False
+    parts = metric.split("/")
+    if len(parts) >= 2 and parts[-2] in HIGHER_IS_BETTER_FAMILIES and not NOT_SCORES.search(metric):
+        return True
+    return None
 
 
 @dataclass(frozen=True)
@@ -42,10 +64,12 @@ class MetricGate:
     p: float  # one-sided: worse by more than the margin
     p_holm: float
     worse: bool  # p_holm < alpha
+    higher_is_better: bool = True
 
     def as_json(self) -> dict[str, Any]:
         return {"metric": self.metric, "baseline": vars(self.baseline), "candidate": vars(self.candidate),
-                "difference": vars(self.difference), "p": self.p, "p_holm": self.p_holm, "worse": self.worse}
+                "difference": vars(self.difference), "p": self.p, "p_holm": self.p_holm, "worse": self.worse,
+                "higher_is_better": self.higher_is_better}
 
 
 @dataclass(frozen=True)
@@ -78,7 +102,8 @@ def worse_p_value(differences: Sequence[float], margin: float = 0.0) -> float:
 
 def gate_values(baseline: Mapping[str, Mapping[str, float]], candidate: Mapping[str, Mapping[str, float]], *,
                 margin: float = 0.0, alpha: float = ALPHA) -> GateResult:
-    """The gate from per-query values (metric -> query id -> value) of both sides, on the same queries."""
+    """The gate from per-query values (metric -> query id -> value) of both sides, on the same queries;
+    higher is better unless ``metric_direction`` says lower (names it does not know count as scores)."""
     if not baseline:
         raise ValueError("no metric to gate on")
     tested = []
@@ -88,26 +113,44 @@ def gate_values(baseline: Mapping[str, Mapping[str, float]], candidate: Mapping[
             raise ValueError(f"{metric}: the two sides scored different queries")
         ids = sorted(base)
         differences = [cand[query] - base[query] for query in ids]
+        sign = -1.0 if metric_direction(metric) is False else 1.0  # lower is better: a rise is the loss
         tested.append((metric, bootstrap_interval([base[q] for q in ids]), bootstrap_interval([cand[q] for q in ids]),
-                       bootstrap_interval(differences), worse_p_value(differences, margin)))
-    adjusted = holm([p for *_, p in tested])
-    gates = tuple(MetricGate(metric, base, cand, difference, p, p_holm, p_holm < alpha)
-                  for (metric, base, cand, difference, p), p_holm in zip(tested, adjusted))
+                       bootstrap_interval(differences), worse_p_value([sign * d for d in differences], margin), sign))
+    adjusted = holm([p for *_, p, _ in tested])
+    gates = tuple(MetricGate(metric, base, cand, difference, p, p_holm, p_holm < alpha, sign > 0)
+                  for (metric, base, cand, difference, p, sign), p_holm in zip(tested, adjusted))
     return GateResult(gates, margin, alpha, len(next(iter(baseline.values()))))
 
 
 def per_query_values(per_query: Sequence[Mapping[str, Any]], metrics: Sequence[str]) -> dict[str, dict[str, float]]:
-    """metric -> query id -> value, from an evaluation's per-query rows; a metric it lacks is bad input."""
-    known = set(per_query[0]) if per_query else set()
+    """metric -> query id -> value, from an evaluation's per-query rows; a metric they lack, a column that
+    is not a score (text, ranks) and a metric of unknown direction are bad input naming the valid ones."""
+    gateable = gate_metrics(per_query)
     for metric in metrics:
-        if metric not in known:
-            names = sorted(name for name in known if name.split("/")[0] in ("chunk", "page", "doc"))
-            raise BadInput(f"unknown metric {metric!r} for the gate; per-query metrics: {', '.join(names[:24])}")
+        if metric not in gateable:
+            higher = [name for name, up in gateable.items() if up]
+            lower = [name for name, up in gateable.items() if not up]
+            column = bool(per_query) and metric in per_query[0]
+            what = (f"unknown metric {metric!r}" if not column else f"{metric} has no value for some queries"
+                    if metric_direction(metric) is not None else
+                    f"{metric!r} is not a metric (a column of text or ranks)")
+            raise BadInput(f"{what} for the gate; metrics (higher is better): {', '.join(higher)}; "
+                           f"(lower is better): {', '.join(lower)}")
     values = {metric: {str(row["query_id"]): float(row[metric]) for row in per_query} for metric in metrics}
     for metric, by_query in values.items():
         if any(math.isnan(value) for value in by_query.values()):
             raise BadInput(f"{metric} has no value for some queries: choose another metric for the gate")
     return values
+
+
+def gate_metrics(per_query: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """The per-query columns the gate can test (numbers on every row, of known direction) -> higher is better."""
+    def number(value: Any) -> bool:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    columns = list(per_query[0]) if per_query else []
+    return {name: direction for name in columns if (direction := metric_direction(name)) is not None
+            and all(number(row.get(name)) for row in per_query)}
 
 
 def run_gate(baseline: RagConfig, candidate: RagConfig, *, golden: str | Path, store_dir: str | Path,

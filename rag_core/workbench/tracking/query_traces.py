@@ -9,6 +9,11 @@ evidence text from it), and the query span's attributes hold the answer's mode a
 used instead of a golden set's metrics. The trace's ``rag.query_id`` tag is ``q-`` and the first 12
 hex digits of the SHA-256 of the question. It goes to the configured tracking store
 (``MLFLOW_TRACKING_URI`` or ``mlruns/``) in experiment ``queries`` unless another is named.
+``trace_target`` checks that store and experiment before the question is answered (``query --trace``
+calls it first: a store that cannot be used, or a deleted experiment, fails before any output); the
+trace is written under the SQLite store's lock (``Tracker.store_lock``), so two traced questions at once
+on a new store both land. A question that is not valid Unicode (bytes that are not UTF-8 in argv, which
+Python keeps as lone surrogates) is stored with U+FFFD in their place, its query id computed from that.
 Left out: linking the trace to a run (a question is not an evaluation), traces of failed queries.
 """
 
@@ -16,17 +21,19 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rag_core.workbench.tracking.traces import query_trace, write_traces
 from rag_core.workbench.tracking.tracker import Tracker, secret_scrubber, tracking_errors
+from rag_core.writes import valid_text
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
     from rag_core.service import QueryResult
 
 DEFAULT_EXPERIMENT = "queries"
+OFF_SWITCH = "run without --trace (and without the trace_queries setting)"  # query has no --no-mlflow
 
 
 @dataclass(frozen=True)
@@ -41,8 +48,25 @@ class LoggedTrace:
                 "tracking_uri": self.tracking_uri}
 
 
+@dataclass(frozen=True)
+class TraceTarget:
+    """Where a question's trace goes: a checked store and an experiment that exists and is not deleted."""
+    tracker: Tracker
+    experiment: str
+    experiment_id: str
+
+
 def query_id_of(question: str) -> str:
-    return "q-" + hashlib.sha256(question.encode("utf-8")).hexdigest()[:12]
+    return "q-" + hashlib.sha256(valid_text(question).encode("utf-8")).hexdigest()[:12]
+
+
+def trace_target(experiment: str = DEFAULT_EXPERIMENT, tracking_uri: str | None = None) -> TraceTarget:
+    """The store and experiment of a trace, checked (the experiment created when missing): ``RunFailure``
+    when the store cannot be used, ``BadInput`` for a deleted experiment."""
+    tracker = Tracker.at(tracking_uri, off_switch=OFF_SWITCH)
+    tracker.check()
+    with tracking_errors(tracker.uri, tracker.off_switch), tracker.store_lock():
+        return TraceTarget(tracker, experiment, tracker.experiment_id(experiment))
 
 
 def answered_query_row(result: "QueryResult", config: "RagConfig", answer_ms: float) -> dict[str, Any]:
@@ -61,15 +85,17 @@ def answered_query_row(result: "QueryResult", config: "RagConfig", answer_ms: fl
 
 
 def log_answered_query(result: "QueryResult", config: "RagConfig", *, started_ns: int,
-                       experiment: str = DEFAULT_EXPERIMENT, tracking_uri: str | None = None) -> LoggedTrace:
-    """Log `result` (a question asked at `started_ns`, answered now) as one trace in `experiment`."""
-    tracker = Tracker.at(tracking_uri)
-    tracker.check()
+                       experiment: str = DEFAULT_EXPERIMENT, tracking_uri: str | None = None,
+                       target: TraceTarget | None = None) -> LoggedTrace:
+    """Log `result` (a question asked at `started_ns`, answered now) as one trace in `experiment`
+    (`target`: where ``trace_target`` found it, checked before the question was answered)."""
+    target = target or trace_target(experiment, tracking_uri)
+    tracker = target.tracker
+    result = replace(result, retrieval=replace(result.retrieval, query=valid_text(result.retrieval.query)))
     retrieval_ms = sum(result.retrieval.latency_ms.values())
     answer_ms = max(0.0, (time.time_ns() - started_ns) / 1e6 - retrieval_ms)
     trace = query_trace(answered_query_row(result, config, answer_ms), result.retrieval, started_ns,
                         secret_scrubber(), passage_chars=None)
-    with tracking_errors(tracker.uri):
-        experiment_id = tracker.experiment_id(experiment)
-        [trace_id] = write_traces([trace], experiment_id=experiment_id, tracking_uri=tracker.uri)
-    return LoggedTrace(trace_id, experiment, experiment_id, tracker.uri)
+    with tracking_errors(tracker.uri, tracker.off_switch), tracker.store_lock():
+        [trace_id] = write_traces([trace], experiment_id=target.experiment_id, tracking_uri=tracker.uri)
+    return LoggedTrace(trace_id, target.experiment, target.experiment_id, tracker.uri)
