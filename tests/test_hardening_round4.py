@@ -201,6 +201,9 @@ def test_make_golden_and_eval_outputs_that_cannot_be_files_are_refused_first(bm2
     code = cli_main(["eval", "--golden", str(SAMPLE_GOLDEN_FILE), "--store", str(bm25_store), "--no-mlflow",
                      *FLAGS, "--per-query", str(folder)])
     assert code == 2 and "--per-query" in one_error(capsys)
+    for out in (folder, folder / "mine.txt" / "g.jsonl"):  # before MLflow is asked for the dataset
+        assert cli_main(["golden", "export", "mlflow:none-such", "--out", str(out)]) == 2
+        assert "--out" in one_error(capsys)
     assert [path.name for path in folder.iterdir()] == ["mine.txt"]
 
 

@@ -88,14 +88,14 @@ def _import(path: Path, name: str, append: bool, experiment: str | None) -> dict
 
 def _export(ref: str, out: Path) -> dict[str, Any]:
     from rag_core.errors import BadInput
-    from rag_core.evaluate.golden_records import jsonl_text, parse_dataset_ref
+    from rag_core.evaluate.golden_records import parse_dataset_ref
     from rag_core.workbench.tracking.golden_datasets import read_lines, resolve
+    from rag_core.writes import check_output_file, jsonl_text, write_atomic
 
-    version = resolve(parse_dataset_ref(ref))
+    check_output_file(out, "--out")  # a folder or a path under a file: before MLflow is read
     if out.exists():
         raise BadInput(f"{out} exists: golden export writes a new file (name another --out)")
+    version = resolve(parse_dataset_ref(ref))
     lines = read_lines(version)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with out.open("x", encoding="utf-8") as handle:
-        handle.write(jsonl_text(lines))
+    write_atomic(out, jsonl_text(lines))  # whole or not at all
     return {**version.as_json(), "out": str(out)}

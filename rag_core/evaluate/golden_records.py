@@ -108,8 +108,3 @@ def duplicate_inputs(lines: Iterable[Mapping[str, Any]]) -> list[tuple[int, int]
         else:
             first[key] = index
     return pairs
-
-
-def jsonl_text(lines: Iterable[Mapping[str, Any]]) -> str:
-    """Golden-set lines as a JSONL file's text (how ``feedback export`` writes them)."""
-    return "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines)
