@@ -23,7 +23,9 @@ the model (the ``onnx`` backend's, made at first use in 2-4 s), so a query proce
 torch; ``bf16-<key>.json`` in the export folder records which collection the last bf16 ingest built
 (bf16 or, refused, torch's), so that such a process names it without loading the model. Outside a
 store (no export folder), or where the export fails (announced), queries run on torch in fp32: the
-same vectors to ~1e-7. Left out: several devices at once.
+same vectors to ~1e-7. ``max_seq_length`` and ``token_counts`` read the export too while the model
+is not loaded (``notebooks/01-explore.ipynb`` counts tokens without importing torch). Left out: several
+devices at once.
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ class Embedder:
 
     @property
     def max_seq_length(self) -> int:
+        if self._loaded is None and self.exported:  # the export's (the model's, recorded): no torch
+            return int(self.exported[1].manifest.max_length)
         return int(self.loaded.model.max_seq_length)
 
     def embed_documents(self, texts: Sequence[str]) -> tuple[np.ndarray, EmbedStats]:
@@ -212,9 +216,9 @@ class Embedder:
         cut = limit * HEAD_CHARS_PER_TOKEN
         heads = [text[:space] if len(text) > cut and (space := text.rfind(" ", 0, cut)) > 0 else text
                  for text in texts]
-        over = [length > limit for length in self._token_counts(heads)]
+        over = [length > limit for length in self.token_counts(heads)]
         undecided = [text for text, head, longer in zip(texts, heads, over) if not longer and head is not text]
-        return sum(over) + sum(length > limit for length in self._token_counts(undecided))
+        return sum(over) + sum(length > limit for length in self.token_counts(undecided))
 
     @property
     def window_tokens(self) -> int:
@@ -256,7 +260,11 @@ class Embedder:
             found += [[(int(a), int(b)) for a, b in offsets] for offsets in encoded]
         return found
 
-    def _token_counts(self, texts: Sequence[str]) -> list[int]:
+    def token_counts(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text, special tokens included, untruncated, by the model's tokenizer: the store's
+        export's (the same fast tokenizer) while the model is not loaded, so that counting loads no torch."""
+        if self._loaded is None and self.exported:
+            return self.exported[1].count_tokens(texts)
         tokenizer = self.loaded.model.tokenizer
         counts: list[int] = []
         for start in range(0, len(texts), 256):

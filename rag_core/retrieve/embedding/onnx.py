@@ -133,6 +133,16 @@ class QueryEmbedder(OnnxEmbedder):
         self.tokenizer.enable_padding(direction=padding["side"], pad_id=padding["id"], pad_type_id=padding["type_id"],
                                       pad_token=padding["token"])
 
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Tokens per text, special tokens included, untruncated: the export's tokenizer, a copy of it
+        without the truncation and padding that encoding uses (``Embedder.token_counts`` without torch)."""
+        from tokenizers import Tokenizer
+
+        counter = Tokenizer.from_file(str(self.directory / QUERY_TOKENIZER_FILE))
+        counter.no_truncation()
+        counter.no_padding()
+        return [len(item.ids) for item in counter.encode_batch(list(texts), add_special_tokens=True)]
+
     def _features(self, texts: list[str]) -> dict[str, np.ndarray]:
         encoded = self.tokenizer.encode_batch(texts)
         columns = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}

@@ -88,14 +88,9 @@ def chunk_table(chunks: Sequence[Chunk]) -> "pd.DataFrame":
 
 
 def token_counts(pipeline: Pipeline) -> list[int]:
-    """Tokens per chunk (special tokens included) with the embedding model's tokenizer, untruncated."""
-    tokenizer = pipeline.index.embedder.loaded.model.tokenizer
-    texts = [chunk.text for chunk in pipeline.index.chunks]
-    counts: list[int] = []
-    for start in range(0, len(texts), 256):
-        counts += [len(ids) for ids in tokenizer(texts[start:start + 256], add_special_tokens=True,
-                                                 truncation=False)["input_ids"]]
-    return counts
+    """Tokens per chunk (special tokens included) with the embedding model's tokenizer, untruncated
+    (``Embedder.token_counts``: the store's export, without torch, when it has one)."""
+    return pipeline.index.embedder.token_counts([chunk.text for chunk in pipeline.index.chunks])
 
 
 def stage_table(retrieval: Retrieval, text_chars: int = 80) -> "pd.DataFrame":
