@@ -93,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--golden", type=Path, default=ROOT / "data" / "golden" / "golden.jsonl")
     parser.add_argument("--config", type=Path, help="the base configuration (YAML); default: the defaults")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting of the base")
-    parser.add_argument("--chunkings", default=DEFAULT_CHUNKINGS, help="chunk_size/overlap, comma-separated")
+    parser.add_argument("--chunkings", default=DEFAULT_CHUNKINGS,
+                        help="chunk_size/overlap, comma-separated; a size ending in t counts tokens (128t/64)")
     parser.add_argument("--pairs", default=DEFAULT_PAIRS, help="baseline:candidate chunkings to test, comma-separated")
     parser.add_argument("--store", type=Path, help="a store to build in (default: a fresh temporary one)")
     parser.add_argument("--out", type=Path, default=RESULTS / "chunking_metrics.json")
@@ -112,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     runs, rows = {}, []
     with tempfile.TemporaryDirectory() as work:
         for chunking in chunkings:
-            size, overlap = (int(part) for part in chunking.split("/"))
-            config = base.replace(chunk_size=size, overlap=overlap)
+            size, overlap = chunking.split("/")
+            unit = "tokens" if size.endswith("t") else "words"
+            config = base.replace(chunk_size=int(size.rstrip("t")), overlap=int(overlap), chunk_unit=unit)
             report = evaluate_config(config, corpus, queries, args.store or Path(work) / "store")
             runs[chunking] = per_query_metrics(report, config, corpus)
             rows.append({"chunking": chunking, "mode": config.mode, "chunks": int(report.metrics["index/chunks"]),

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
 from rag_core.evaluate.golden import GoldenQuery
+from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC
 from rag_core.retrieve.retrievers import RETRIEVERS
 from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
 from rag_core.workbench.reports.compare import baseline_run, comparison_table, latest_sweep, load_runs
@@ -43,6 +44,8 @@ from rag_core.workbench.statistics.selection import BEST, SAME, WITHIN_ONE_SE, S
 from rag_core.workbench.tracking.tracker import Tracker
 
 if TYPE_CHECKING:
+    from mlflow.entities import Run
+
     import pandas as pd
 
     from rag_core.config import RagConfig
@@ -200,12 +203,24 @@ def read_sweep_holdout(experiment: str, parent_run_id: str | None = None,
     return SplitWithDefaultRun(split, tags.get("rag.default_run_id") or None, tags.get("rag.default_point", "unknown"))
 
 
+def _sweep_parent(experiment: str, parent_run_id: str | None, tracking_uri: str | None) -> "Run | None":
+    tracker = Tracker.at(tracking_uri)
+    parent_run_id = parent_run_id or latest_sweep(experiment, tracker.uri)
+    return tracker.client.get_run(parent_run_id) if parent_run_id else None
+
+
 def read_sweep_rule(experiment: str, parent_run_id: str | None = None, tracking_uri: str | None = None) -> str:
     """The selection rule a sweep (default: the experiment's latest) chose its winner by; ``max`` when it
     recorded none (sweeps from before ``select``)."""
-    tracker = Tracker.at(tracking_uri)
-    parent_run_id = parent_run_id or latest_sweep(experiment, tracker.uri)
-    return tracker.client.get_run(parent_run_id).data.tags.get(SELECT_TAG, "max") if parent_run_id else "max"
+    parent = _sweep_parent(experiment, parent_run_id, tracking_uri)
+    return parent.data.tags.get(SELECT_TAG, "max") if parent else "max"
+
+
+def read_sweep_primary_metric(experiment: str, parent_run_id: str | None = None, tracking_uri: str | None = None) -> str:
+    """The metric a sweep (default: the experiment's latest) ranked its points by; ``page/ndcg@10`` when it
+    recorded none."""
+    parent = _sweep_parent(experiment, parent_run_id, tracking_uri)
+    return (parent.data.params.get("primary_metric") if parent else None) or FALLBACK_PRIMARY_METRIC
 
 
 def best_and_baseline(runs: "pd.DataFrame", primary_metric: str, report: WinnerReport | None = None,
