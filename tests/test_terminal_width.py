@@ -40,8 +40,10 @@ def test_query_output_fits(bm25_store):
 
 
 def test_eval_output_fits(bm25_store, tmp_path):
-    completed = run_cli("eval", "--golden", str(SAMPLE_GOLDEN_FILE), "--no-mlflow", *BM25, store=bm25_store,
-                        env=NO_RERANKER)
+    tracking = {"MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'mlflow.db'}"}
+    completed = run_cli("eval", "--golden", str(SAMPLE_GOLDEN_FILE), *BM25, store=bm25_store,
+                        env={**NO_RERANKER, **tracking})
     assert completed.returncode == 0, completed.stderr
     assert "re-ranking is off" in completed.stderr and "Retrieval: 36 queries" in completed.stdout
+    assert "MLflow UI (make mlflow-ui):\n  http://127.0.0.1:5000/#/experiments/" in completed.stdout  # 137 unwrapped
     assert too_long(completed.stdout) == [] and too_long(completed.stderr) == []

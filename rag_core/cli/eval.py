@@ -15,6 +15,7 @@ from typing import Any
 
 from rag_core.cli.common import EXIT_OK, add_where_argument, config_from_args, store_from_args
 from rag_core.retrieve.filters import parse_where
+from rag_core.terminal_text import fit
 from rag_core.writes import check_output_file, write_atomic
 
 NAME = "eval"
@@ -58,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     report = evaluation.report
     for line in trained_on_warnings([report.params.get("embed_model_used", ""), report.params.get("rerank_model_used", "")],
                                     {query.id: query.query for query in inputs.queries}):
-        print(f"warning: {line}", file=sys.stderr)
+        print(fit(f"warning: {line}"), file=sys.stderr)
     if args.per_query:
         import pandas as pd
 
@@ -77,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         from rag_core.workbench.tracking.experiment_view import runs_view_url
         from rag_core.workbench.tracking.tracker import Tracker
 
-        print(f"\nMLflow: run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})")
+        print(fit(f"\nMLflow: run {evaluation.run_id} in experiment {evaluation.experiment!r} ({evaluation.tracking_uri})"))
         experiment_id = Tracker(evaluation.tracking_uri).experiment_id(evaluation.experiment)
-        print(f"MLflow UI (make mlflow-ui): {runs_view_url(MLFLOW_UI_URL, experiment_id)}")
+        print(fit(f"MLflow UI (make mlflow-ui): {runs_view_url(MLFLOW_UI_URL, experiment_id)}"))  # the URL: a line of its own
     return EXIT_OK

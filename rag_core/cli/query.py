@@ -12,6 +12,7 @@ import time
 
 from rag_core.cli.common import EXIT_OK, add_where_argument, config_from_args, emit, store_from_args
 from rag_core.retrieve.filters import parse_where
+from rag_core.terminal_text import fit
 
 NAME = "query"
 HELP = "answer a question from the ingested documents, with citations"
@@ -62,5 +63,5 @@ def log_trace(target, config, result, started_ns: int):
     from rag_core.workbench.tracking.query_traces import log_answered_query
 
     trace = log_answered_query(result, config, started_ns=started_ns, target=target)
-    print(f"MLflow trace {trace.trace_id} in experiment {trace.experiment!r} ({trace.tracking_uri})", file=sys.stderr)
+    print(fit(f"MLflow trace {trace.trace_id} in experiment {trace.experiment!r} ({trace.tracking_uri})"), file=sys.stderr)
     return trace
