@@ -32,7 +32,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parents[1]
@@ -261,36 +261,45 @@ def check(folder: Path, screenshot: Path | None) -> dict[str, Any]:
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def browser_check_main(check: Callable[[Path, Path | None], dict[str, Any]], *, name: str, description: str,
+                       screenshot_help: str, summary: Callable[[dict[str, Any]], str]) -> int:
+    """The command line of a browser check (this one, ``ui_queue_check``): `check` in a work folder, its
+    result as JSON or as `summary` and the export's outcome; 0 when the export added the line."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.add_argument("--keep", metavar="DIR", help="work in DIR (kept) instead of a temporary folder")
-    parser.add_argument("--screenshot", metavar="PNG", help="save the trace view holding the labels here")
+    parser.add_argument("--screenshot", metavar="PNG", help=screenshot_help)
     args = parser.parse_args()
     if not shutil.which("mlflow", path=str(Path(sys.executable).parent)):
-        print("ui-label-check: mlflow is not installed next to this Python", file=sys.stderr)
+        print(f"{name}: mlflow is not installed next to this Python", file=sys.stderr)
         return 2
     try:
         chromium()
         folder_context = (contextlib.nullcontext(args.keep) if args.keep
-                          else tempfile.TemporaryDirectory(prefix="rag-ui-label-"))
+                          else tempfile.TemporaryDirectory(prefix=f"rag-{name}-"))
         with folder_context as temp:
             folder = Path(temp)
             folder.mkdir(parents=True, exist_ok=True)
             result = check(folder, Path(args.screenshot).resolve() if args.screenshot else None)
     except Missing as exc:
-        print(f"ui-label-check: {exc}", file=sys.stderr)
+        print(f"{name}: {exc}", file=sys.stderr)
         return 2
     exported = result.get("export", {}).get("report", {}).get("added") == 1
     if args.json:
         print(json.dumps(result, indent=2))
     else:
-        label = result.get("ui_label")
-        print(f"label added in the MLflow UI: {label if label else 'NOT STORED'}")
+        print(summary(result))
         print(f"feedback export: {'1 line added' if exported else result.get('export')}")
         if "page" in result:
             print(f"--- {result['error']}; the page showed:\n{result['page']}")
     return 0 if exported else 1
+
+
+def main() -> int:
+    return browser_check_main(check, name="ui-label-check", description=__doc__.splitlines()[0],
+                              screenshot_help="save the trace view holding the labels here",
+                              summary=lambda result: f"label added in the MLflow UI: "
+                                                     f"{result.get('ui_label') or 'NOT STORED'}")
 
 
 if __name__ == "__main__":

@@ -95,7 +95,8 @@ def test_an_evaluation_records_the_dataset_version_it_used(sample_store, trackin
     run = client.get_run(report["mlflow"]["run_id"])
     [used] = run.inputs.dataset_inputs
     tags = {tag.key: tag.value for tag in used.tags}
-    [version_1] = [d for d in client.search_datasets(filter_string="name = 'golden'") if d.tags["rag.golden.version"] == "1"]
+    found = client.search_datasets(filter_string="name = 'golden'")
+    [version_1] = [dataset for dataset in found if dataset.tags["rag.golden.version"] == "1"]
     assert (used.dataset.name, tags["rag.golden.version"], tags["mlflow.data.context"]) == ("golden@v1", "1",
                                                                                            "evaluation")
     assert json.loads(used.dataset.source)["dataset_id"] == version_1.dataset_id
