@@ -109,3 +109,23 @@ def test_an_evaluation_records_the_dataset_version_it_used(sample_store, trackin
 def test_an_unknown_dataset_is_bad_input(sample_store, tracking_uri, capsys):  # noqa: F811
     code = cli_main(["eval", "--golden", "mlflow:nobody", "--store", str(sample_store), "--no-mlflow"])
     assert code == 2 and "no golden dataset 'nobody'" in capsys.readouterr().err
+
+
+def test_a_sweep_pins_the_newest_version_and_its_points_read_it(sample_store, tracking_uri, tmp_path,  # noqa: F811
+                                                                 capsys):
+    from rag_core.cli.sweep import with_golden
+    from rag_core.paths import SAMPLE_DOCUMENTS_DIR
+    from rag_core.workbench.execution.evaluation import load_notebook_inputs
+    from rag_core.workbench.execution.sweep_file import load_sweep, path_str
+
+    sweep_file = tmp_path / "sweep.yaml"
+    sweep_file.write_text(f"name: pinned\ninput: {SAMPLE_DOCUMENTS_DIR}\ngolden: mlflow:golden\ngrid:\n  k: [5]\n")
+    spec = load_sweep(sweep_file)
+    assert path_str(spec.golden) == "mlflow:golden"  # not a path next to the sweep file
+    for _ in range(2):
+        assert golden(capsys, "import", str(SAMPLE_GOLDEN_FILE), "--name", "golden")[0] == 0
+    pinned = with_golden(spec, None)
+    assert path_str(pinned.golden) == "mlflow:golden@2" and with_golden(spec, "mlflow:golden@1").golden.name == \
+        "mlflow:golden@1"
+    inputs, _ = load_notebook_inputs(golden=path_str(pinned.golden), store=str(sample_store))  # what a point reads
+    assert (inputs.golden_dataset.version, inputs.golden_name, len(inputs.queries)) == (2, "golden", 36)

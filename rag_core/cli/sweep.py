@@ -59,8 +59,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ray_address and args.executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
     spec = load_sweep(args.file, config_file=args.config, overrides=setting_flags(args))
-    if args.golden:
-        spec = with_golden(spec, args.golden)
+    spec = with_golden(spec, args.golden)  # mlflow:NAME pinned to its newest version, the file's or the flag's
     if args.output:
         check_output_folder(args.output, "--output")  # a file there: before any point runs
     if args.dry_run:
@@ -84,15 +83,19 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_FAILURE if result.failed else EXIT_OK
 
 
-def with_golden(spec, golden: str):
-    """`spec` on another golden set (a BEIR sweep has its own queries); ``mlflow:NAME`` pinned to its newest
-    version now, so that every point reads the same one."""
+def with_golden(spec, golden: str | None):
+    """`spec` on the golden set `golden` (None: its own); an MLflow golden dataset named without a version
+    (``mlflow:NAME``) pinned to its newest version now, so that every point reads the same one."""
     import dataclasses
     from pathlib import Path
 
     from rag_core.evaluate.golden_records import is_dataset_ref, parse_dataset_ref
     from rag_core.workbench.tracking.golden_datasets import resolve
 
+    if golden is None:
+        if spec.golden is None or not is_dataset_ref(str(spec.golden)):
+            return spec
+        golden = str(spec.golden)
     if spec.beir is not None:
         raise ConfigError(f"{spec.path}: a BEIR sweep brings its own queries; --golden does not apply")
     if is_dataset_ref(golden):
