@@ -158,7 +158,7 @@ def _queue(args: argparse.Namespace) -> int:
     lines = [f"review queue {report.queue!r} of experiment {report.experiment!r}: {len(report.added)} question(s) "
              f"added, {report.already} already there ({report.traces} traced in all)",
              f"questions: {', '.join(q.name for q in QUESTIONS)}",
-             f"passage_relevant offers: {', '.join(report.choices)}"]
+             f"passage_relevant offers: {report.choices[0]} .. {report.choices[-1]} (the trace's ranks)"]
     if report.created:
         lines.append(f"created: {', '.join(report.created)}")
     lines.append(f"open it in the MLflow UI (make mlflow-ui): {payload['ui']}")
