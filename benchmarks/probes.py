@@ -12,7 +12,12 @@ those of issue 33: two folders with a file of the same name in one store, ``repa
 on a folder that is not a store, plugins that break their contract (unknown ids, NaN scores, an id
 three times, a search that raises, a re-ranker's NaN, a fusion's invented id, duplicate and
 out-of-range spans), a file name that is not UTF-8, a file-size limit, a reader that closes the
-pipe, a deleted working folder, and a 10,000-point sweep.
+pipe, a deleted working folder, and a 10,000-point sweep; and those of issue 45: one file as golden set
+and judge labels, ``--out`` a folder or under a file (feedback export, make-golden, eval --per-query,
+sweep --output), two exports into one golden set and two traced questions on a new tracking store at
+once, a label holding a lone surrogate, a trace into a deleted experiment, a question that is not
+UTF-8, a SQLite tracking URI naming a folder, and gate metrics that are not metrics or where lower is
+better.
 
 Prints one line per probe (PASS/FAIL/SKIP, with the reason) and a summary: how many passed and how
 many printed a traceback; writes benchmarks/results/probes.json. Exit code 1 when any probe failed.
@@ -39,7 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-RESULTS = Path(__file__).resolve().parent / "results" / "probes.json"
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "benchmarks" / "results" / "probes.json"
 MEMORY_LIMIT = 6 << 30  # bytes of data a probed command may hold: an alias bomb must not take a shared machine
 SECRET = "PROBE-SECRET-4711"
 BASE = ["--mode", "bm25", "--rerank-depth", "0"]
@@ -552,6 +558,198 @@ def beir_malformed(root: Path) -> Outcome:
     (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\ngarbage{\n')
     return cli("finetune", "embedder", "--self-supervised", "--beir", str(folder), "--out", str(root / "m"))
 
+# --- issue 45: labels, traces, the gate and written files, untrusted and shared -------------------------
+LABEL_TRACES = r"""
+import sys, time, mlflow
+from mlflow.entities import AssessmentSource
+from rag_core.config import RagConfig
+from rag_core.service import answer_query
+from rag_core.workbench.tracking.query_traces import log_answered_query
+from pathlib import Path
+store, uri, broken = Path(sys.argv[1]), sys.argv[2], sys.argv[3] == "broken"
+mlflow.set_tracking_uri(uri)
+config, who = RagConfig(mode="bm25", rerank_depth=0), AssessmentSource(source_type="HUMAN", source_id="probe")
+for number, question in enumerate(["What does the zorblat reactor run on?", "What does the gravitron lens bend?"]):
+    result = answer_query(question, store, config, use_llm=False)
+    trace = log_answered_query(result, config, started_ns=time.time_ns(), tracking_uri=uri).trace_id
+    chunk = result.retrieval.hits[0].chunk
+    mlflow.log_feedback(trace_id=trace, name="passage_relevant", value=True, source=who,
+                        metadata={"source": chunk.doc_id, "page": chunk.page_start})
+    answer = "At 5 am \ud800 it runs" if broken and number == 0 else "flux crystals and starlight"
+    mlflow.log_expectation(trace_id=trace, name="expected_response", value=answer, source=who)
+"""
+
+
+def tracking_uri_of(root: Path) -> str:
+    (root / "mlruns").mkdir(exist_ok=True)
+    return f"sqlite:///{root / 'mlruns' / 'mlflow.db'}"
+
+
+def cli_in(root: Path, *args: str) -> Outcome:
+    """`args` run with a tracking store of the probe's own (never the project's mlruns/)."""
+    return cli(*args, env={"MLFLOW_TRACKING_URI": tracking_uri_of(root)})
+
+
+def together(*commands: list[str], env: dict[str, str] | None = None) -> Outcome:
+    """`commands` (``rag-pipeline`` arguments) started at once; the worst exit code and every output."""
+    started = time.perf_counter()
+    running = [subprocess.Popen([sys.executable, "-m", "rag_core.cli", *command], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, errors="replace", env={**os.environ, **(env or {})})
+               for command in commands]
+    outputs = [process.communicate(timeout=300) for process in running]
+    return Outcome(max(process.returncode for process in running), "\n".join(out for out, _ in outputs),
+                   "\n".join(err for _, err in outputs), time.perf_counter() - started)
+
+
+def labelled(root: Path, broken: bool = False) -> tuple[Path, str]:
+    """A store with two traced, labelled questions in a fresh tracking store (`broken`: one label holds a
+    lone surrogate)."""
+    folder, uri = store(root), tracking_uri_of(root)
+    done = subprocess.run([sys.executable, "-c", LABEL_TRACES, str(folder), uri, "broken" if broken else "ok"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-400:]
+    return folder, uri
+
+
+def user_golden(root: Path) -> Path:
+    path = root / "mine.jsonl"
+    path.write_text(json.dumps({"id": "u1", "query": "What does the zorblat reactor need?",
+                                "evidence": [{"source": "alpha.txt"}]}) + "\n")
+    return path
+
+
+def export_twice(root: Path) -> Outcome:
+    folder, uri = labelled(root)
+    command = ["feedback", "export", "--experiment", "queries", "--store", str(folder), "--out",
+               str(user_golden(root)), "--judge-labels", str(root / "judge.jsonl")]
+    return together(command, command, env={"MLFLOW_TRACKING_URI": uri})
+
+
+def each_line_once(outcome: Outcome, root: Path) -> str | None:
+    problem = succeeds()(outcome, root)
+    lines = [json.loads(line) for line in (root / "mine.jsonl").read_text().splitlines()]
+    ids = [line["id"] for line in lines]
+    return problem or (None if len(ids) == 3 and len(set(ids)) == 3 and ids[0] == "u1" else f"golden ids {ids}")
+
+
+def surrogate_label(root: Path) -> Outcome:
+    folder, uri = labelled(root, broken=True)
+    return cli("feedback", "export", "--experiment", "queries", "--store", str(folder), "--out",
+               str(user_golden(root)), "--json", env={"MLFLOW_TRACKING_URI": uri})
+
+
+def one_exported(outcome: Outcome, root: Path) -> str | None:
+    problem = succeeds()(outcome, root)
+    if problem:
+        return problem
+    report, lines = json.loads(outcome.stdout), (root / "mine.jsonl").read_text().splitlines()
+    return None if report["added"] == 1 and len(lines) == 2 else f"added {report['added']}, {len(lines)} lines"
+
+
+def same_file_for_both(root: Path) -> Outcome:
+    path = user_golden(root)
+    return cli_in(root, "feedback", "export", "--experiment", "queries", "--store", str(store(root)), "--out",
+                  str(path), "--judge-labels", str(root / "." / "mine.jsonl"))
+
+
+def untouched(check: Callable[[Outcome, Path], str | None]) -> Callable[[Outcome, Path], str | None]:
+    def both(outcome: Outcome, root: Path) -> str | None:
+        path = root / "mine.jsonl"
+        changed = path.exists() and len(path.read_text().splitlines()) != 1
+        return check(outcome, root) or ("the user's golden set changed" if changed else None)
+    return both
+
+
+def export_to(out: Callable[[Path], Path]) -> Callable[[Path], Outcome]:
+    def run(root: Path) -> Outcome:
+        (root / "folder").mkdir()
+        (root / "a_file").write_text("notes\n")
+        return cli_in(root, "feedback", "export", "--experiment", "queries", "--store", str(store(root)), "--out",
+                      str(out(root)))
+    return run
+
+
+def traced(question: str, uri: Callable[[Path], str], *flags: str, prepare: str = "") -> Callable[[Path], Outcome]:
+    def run(root: Path) -> Outcome:
+        if prepare:
+            python(prepare.replace("URI", uri(root)))
+        return cli("query", question, "--trace", "--no-llm", "--store", str(store(root)), *BASE, *flags,
+                   env={"MLFLOW_TRACKING_URI": uri(root)}, timeout=120)
+    return run
+
+
+def traced_twice(root: Path) -> Outcome:
+    folder = store(root)
+    ask = ["query", "--trace", "--no-llm", "--json", "--store", str(folder), *BASE]
+    return together([*ask, "What does the zorblat reactor run on?"], [*ask, "What does the gravitron lens bend?"],
+                    env={"MLFLOW_TRACKING_URI": tracking_uri_of(root)})
+
+
+def both_traced(outcome: Outcome, root: Path) -> str | None:
+    problem = succeeds()(outcome, root)
+    if problem:
+        return problem
+    count = python(f"from mlflow.tracking import MlflowClient; c = MlflowClient({tracking_uri_of(root)!r}); "
+                   "print(len(c.search_traces(locations=[c.get_experiment_by_name('queries').experiment_id])))")
+    return None if count.stdout.strip() == "2" else f"{count.stdout.strip() or count.stderr[-200:]} traces, expected 2"
+
+
+DELETE_EXPERIMENT = ("from mlflow.tracking import MlflowClient; c = MlflowClient('URI'); "
+                     "c.delete_experiment(c.create_experiment('binned'))")
+
+
+def gate_on(metric: str) -> Callable[[Path], Outcome]:
+    def run(root: Path) -> Outcome:
+        config = root / "bm25.yaml"
+        config.write_text("mode: bm25\nrerank_depth: 0\n")
+        return cli_in(root, "gate", "--golden", str(golden(root)), "--baseline", str(config), "--candidate",
+                      str(config), "--store", str(store(root)), "--metric", metric, "--json")
+    return run
+
+
+def round4_probes() -> list[Probe]:
+    def folder_uri(root: Path) -> str:
+        (root / "db-folder").mkdir(exist_ok=True)
+        return f"sqlite:///{root / 'db-folder'}"
+
+    return [
+        Probe("feedback export: one file as --out and --judge-labels", same_file_for_both,
+              untouched(one_error(2, "name the same file")), ["feedback"]),
+        Probe("feedback export --out an existing folder", export_to(lambda root: root / "folder"),
+              one_error(2, "is a folder"), ["feedback"]),
+        Probe("feedback export --out a path under a file", export_to(lambda root: root / "a_file" / "g.jsonl"),
+              one_error(2, "is a file, not a folder"), ["feedback"]),
+        Probe("two feedback exports at once into one golden set", export_twice, each_line_once, ["feedback", "race"]),
+        Probe("a label holding a lone surrogate is skipped, the others exported", surrogate_label, one_exported,
+              ["feedback"]),
+        Probe("two query --trace at once on a new tracking store", traced_twice, both_traced, ["tracing", "race"]),
+        Probe("query --trace into a deleted experiment",
+              traced("zorblat", tracking_uri_of, "--experiment", "binned", prepare=DELETE_EXPERIMENT),
+              one_error(2, "'binned' was deleted", "restore"), ["tracing"]),
+        Probe("query --trace with a question that is not UTF-8", traced("caf\udce9 \udcff zorblat", tracking_uri_of),
+              succeeds(), ["tracing", "encoding"]),
+        Probe("query --trace with a SQLite URI naming a folder", traced("zorblat", folder_uri),
+              lambda outcome, root: one_error(1, "is a folder", "--trace")(outcome, root)
+              or ("suggests --no-mlflow, which query lacks" if "--no-mlflow" in outcome.stderr else None),
+              ["tracing"]),
+        Probe("gate --metric query (a column that is not a metric)", gate_on("query"),
+              one_error(2, "not a metric", "page/ndcg@10"), ["gate"]),
+        Probe("gate --metric top_sources", gate_on("top_sources"), one_error(2, "not a metric"), ["gate"]),
+        Probe("gate --metric latency/total_ms knows lower is better", gate_on("latency/total_ms"),
+              lambda outcome, root: succeeds()(outcome, root) or (
+                  None if json.loads(outcome.stdout)["metrics"][0].get("higher_is_better") is False
+                  else "latency treated as higher is better"), ["gate"]),
+        Probe("make-golden --out an existing folder --force", lambda root: cli_in(
+            root, "make-golden", "--input", str(documents(root)), "--out", str(documents(root)), "--force"),
+            one_error(2, "is a folder"), ["written files"]),
+        Probe("eval --per-query an existing folder", lambda root: cli_in(
+            root, "eval", "--golden", str(golden(root)), "--store", str(store(root)), *BASE, "--no-mlflow",
+            "--per-query", str(documents(root))), one_error(2, "--per-query", "is a folder"), ["written files"]),
+        Probe("sweep --output a file", lambda root: cli_in(
+            root, "sweep", str(ROOT / "experiments" / "grid.yaml"), "--output", str(golden(root)), "--dry-run"),
+            one_error(2, "--output", "is a file"), ["written files"]),
+    ]
+
 
 def probes() -> list[Probe]:
     def bad_uri(text: str) -> Callable[[Path], str]:
@@ -654,7 +852,7 @@ def probes() -> list[Probe]:
               *derived_damaged("onnx/*/export.json", "type", query_fails=False, backend="onnx"), ["damaged store", "onnx"]),
         Probe("repair --check names a damaged chroma.sqlite3 (exit 1)", repair_check,
               lambda outcome, root: None if outcome.code == 1 and not outcome.traceback
-              and "chroma.sqlite3 is damaged (not an SQLite database)" in outcome.stdout
+              and "chroma.sqlite3 is damaged (not an SQLite database)" in " ".join(outcome.stdout.split())  # lines wrap at 120
               else f"exit {outcome.code}: {(outcome.stdout + outcome.stderr)[-200:]}", ["repair"]),
         Probe("repair rebuilds a garbage chroma.sqlite3 without the input folder",
               *derived_damaged("chroma/chroma.sqlite3", "garbage", query_fails=True, repair="repair"), ["repair"]),
@@ -675,7 +873,7 @@ def probes() -> list[Probe]:
             "finetune", "reranker", "--self-supervised", "--input", str(documents(root)), "--out", str(root / "m")),
             one_error(2, "pseudo-queries"), ["self-supervised"]),
     ]
-    return found
+    return found + round4_probes()
 
 
 def main(argv: list[str] | None = None) -> int:

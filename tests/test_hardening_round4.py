@@ -18,7 +18,7 @@ import time
 
 import mlflow
 import pytest
-from mlflow.entities import AssessmentSource
+from mlflow.entities import AssessmentSource, ViewType
 from mlflow.tracking import MlflowClient
 from sweep_fixtures import sqlite_uri, tracking_uri  # noqa: F401 - fixture
 from test_feedback_loop import python_api  # noqa: F401 - fixture: mlflow.log_feedback & co. write to tracking_uri
@@ -156,8 +156,12 @@ def test_a_trace_into_a_deleted_experiment_is_refused_before_the_question_is_ans
     assert code == 2 and captured.out == "", captured
     error = captured.err.strip().splitlines()[-1]
     assert error.startswith("error: ") and "'binned'" in error and "deleted" in error and "restore" in error
+    code = cli_main(["eval", "--golden", str(SAMPLE_GOLDEN_FILE), "--experiment", "binned", *FLAGS,
+                     "--store", str(bm25_store)])
+    assert code == 2 and "'binned' was deleted" in one_error(capsys)  # before evaluating: no run, no table
     assert client.get_experiment(experiment).lifecycle_stage == "deleted"
     assert list(client.search_traces(locations=[experiment])) == []
+    assert client.search_runs([experiment], run_view_type=ViewType.ALL) == []
 
 
 # --- case 6: a label that is not valid Unicode ---------------------------------------------------------

@@ -141,7 +141,7 @@ def evaluate_and_log(
     Its experiment defaults to ``inputs.experiment`` and its run name to ``run_name_for(config)``;
     with ``tracking.run_id`` (a run the caller created, e.g. a sweep point) the report goes into that run."""
     if tracking is not None and tracking.run_id is None:  # an unusable tracking store fails before the work
-        Tracker.at(tracking.uri).check()
+        Tracker.at(tracking.uri).check(tracking.experiment or inputs.experiment)  # a deleted one too
     started = time.perf_counter()
     with store_access(Path(store_dir)):  # a read-only store: one line naming it (exit 1)
         report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,

@@ -140,10 +140,11 @@ class Tracker:
     def client(self):
         return _client(self.uri)
 
-    def check(self) -> None:
+    def check(self, experiment: str | None = None) -> None:
         """Fail now, in one line, if this tracking store cannot be used: an unknown scheme (``BadInput``),
         a server that does not accept a connection within ``tracking_timeout_s()`` or a store MLflow
-        cannot open (``RunFailure``). MLflow's own HTTP timeout and retries are bounded by it too."""
+        cannot open (``RunFailure``); or if `experiment` was deleted (``BadInput``). MLflow's own HTTP
+        timeout and retries are bounded by it too."""
         scheme = urlsplit(self.uri).scheme.split("+")[0].lower()
         if scheme not in TRACKING_SCHEMES and not (len(scheme) <= 1):  # "" or a drive letter: a local path
             raise BadInput(f"MLflow tracking URI {self.uri!r}: unknown scheme {scheme!r}; use one of "
@@ -168,6 +169,15 @@ class Tracker:
                              + _or(self.off_switch))
         with tracking_errors(self.uri, self.off_switch), self.store_lock():  # a new store: created by one process
             self.client.search_experiments(max_results=1)
+        if experiment is not None:
+            with tracking_errors(self.uri, self.off_switch):
+                self._refuse_deleted(experiment, self.client.get_experiment_by_name(experiment))
+
+    def _refuse_deleted(self, name: str, experiment: Any) -> None:
+        if experiment is not None and experiment.lifecycle_stage == "deleted":
+            raise BadInput(f"MLflow experiment {name!r} was deleted: restore it (mlflow experiments restore "
+                           f"--experiment-id {experiment.experiment_id}, with MLFLOW_TRACKING_URI={self.uri}) or "
+                           "name another experiment")
 
     def sqlite_database(self) -> Path | None:
         """The database file of a ``sqlite:///`` URI (None: another scheme, or SQLite in memory)."""
@@ -200,10 +210,7 @@ class Tracker:
         ``rag_core.workbench.tracking.experiment_view``) when missing; an existing one gets the tags it lacks.
         A deleted one is bad input: what is logged there is hidden, and ``mlflow gc`` removes it."""
         experiment = self.client.get_experiment_by_name(name)
-        if experiment is not None and experiment.lifecycle_stage == "deleted":
-            raise BadInput(f"MLflow experiment {name!r} was deleted: restore it (mlflow experiments restore "
-                           f"--experiment-id {experiment.experiment_id}, with MLFLOW_TRACKING_URI={self.uri}) or "
-                           "name another experiment")
+        self._refuse_deleted(name, experiment)
         if experiment is not None:
             for key, value in missing_tags(experiment.tags).items():
                 self.client.set_experiment_tag(experiment.experiment_id, key, value)
