@@ -64,58 +64,64 @@ def _plugins(value: Any) -> tuple[str, ...]:
 
 SETTINGS.declare(
     Setting("plugins", tuple[str, ...], (), "modules or .py files (relative to the file that lists them) that register "
-            "components, imported before the settings are checked", parse=_plugins, group="plugins"),
+            "components, imported before the settings are checked", parse=_plugins, group="plugins", stage="chunking"),
     # extraction, context and metadata (rag_core.ingest.pdf_extract, rag_core.retrieve.context, rag_core.ingest.metadata)
     Setting("extract_tables", bool, False, "write PDF tables as Markdown rows with their header cells (PyMuPDF "
-            "find_tables; slow, cached)", group="ingest"),
+            "find_tables; slow, cached)", group="ingest", stage="ingest"),
     Setting("table_text", bool, False, "index each PDF table row as a line with its caption, row label and column "
             "headers, after the text of the chunk it is in (shown text unchanged; find_tables: slow, cached)",
-            group="ingest"),
+            group="ingest", stage="ingest"),
     Setting("chunk_context", str, "none", "prefix the indexed text of each chunk: none | title | title_heading "
-            "(shown text unchanged)", choices=CHUNK_CONTEXTS, group="ingest"),
+            "(shown text unchanged)", choices=CHUNK_CONTEXTS, group="ingest", stage="ingest"),
     Setting("metadata_pattern", str, "", "regex with named groups over document ids giving metadata, e.g. "
-            "(?P<company>[^_]+)_(?P<year>\\d{4})", rule=_pattern_problem, group="ingest"),
+            "(?P<company>[^_]+)_(?P<year>\\d{4})", rule=_pattern_problem, group="ingest", stage="ingest"),
     Setting("child_size", int, 0, "parent-child: words per searched child chunk (0 = off); the chunk_size parent is "
-            "returned", minimum=0, group="chunking"),
+            "returned", minimum=0, group="chunking", stage="ingest"),
     # document routing (rag_core.retrieve.routing)
     Setting("route_docs", int, 0, "first rank documents, then retrieve only within the best N (0 = off)", minimum=0,
-            group="routing"),
+            group="routing", stage="candidates", brings=lambda docs: ("tokenizer",) if docs else ()),  # cards' words
     Setting("route_when", str, "named", "named: route only questions that share a word with some document's name "
-            "(title, metadata); others search every document | always", choices=ROUTE_WHEN, group="routing"),
+            "(title, metadata); others search every document | always", choices=ROUTE_WHEN, group="routing",
+            stage="candidates"),
     # retrieval
-    Setting("k", int, 5, "passages returned (and given to the LLM)", above=0, group="retrieval"),
-    Setting("retrieve_depth", int, 20, "candidates taken from each retriever", above=0, group="retrieval"),
+    Setting("k", int, 5, "passages returned (and given to the LLM)", above=0, group="retrieval", stage="answer"),
+    Setting("retrieve_depth", int, 20, "candidates taken from each retriever", above=0, group="retrieval",
+            stage="candidates"),
     # generation (rag_core.generate)
     Setting("llm_provider", str, "anthropic", "anthropic | openai (env LLM_PROVIDER)", choices=LLM_PROVIDERS,
-            env="LLM_PROVIDER", group="generation"),
+            env="LLM_PROVIDER", group="generation", stage="answer"),
     Setting("llm_model", str, DEFAULT_LLM_MODEL, "LLM model name (env RAG_LLM_MODEL)", env="RAG_LLM_MODEL",
-            group="generation"),
-    Setting("max_answer_tokens", int, 1024, "maximum tokens in a generated answer", above=0, group="generation"),
+            group="generation", stage="answer"),
+    Setting("max_answer_tokens", int, 1024, "maximum tokens in a generated answer", above=0, group="generation",
+            stage="answer"),
     Setting("llm_timeout_s", float, 20.0, "seconds to wait for one LLM request (env RAG_LLM_TIMEOUT_S)", above=0,
-            env="RAG_LLM_TIMEOUT_S", group="generation"),
+            env="RAG_LLM_TIMEOUT_S", group="generation", stage="answer"),
     Setting("llm_max_retries", int, 2, "retries of a timed-out, rate-limited or failed LLM request (env "
-            "RAG_LLM_MAX_RETRIES)", minimum=0, env="RAG_LLM_MAX_RETRIES", group="generation"),
+            "RAG_LLM_MAX_RETRIES)", minimum=0, env="RAG_LLM_MAX_RETRIES", group="generation", stage="answer"),
     Setting("min_retriever_agreement", int, 2, "without re-ranking: retrievers that must find a passage for an answer",
-            minimum=0, group="generation"),
+            minimum=0, group="generation", stage="answer"),
     # evaluation
     Setting("metrics_k", tuple[int, ...], (5, 10), "K values for Recall@K / nDCG@K / hit rate, comma-separated",
-            above=0, rule=lambda ks: None if ks else "must hold positive integers", group="evaluation"),
+            above=0, rule=lambda ks: None if ks else "must hold positive integers", group="evaluation",
+            stage="evaluation"),
     Setting("page_score", str, "first", "how page metrics rank pages: first (the pages of the top chunks in order of "
             "first occurrence) | max | sum | mean_top (mean of the best page_top_m) of the scores of the chunks "
-            "ranked on each page, over the whole final ranking", choices=PAGE_SCORES, group="evaluation"),
+            "ranked on each page, over the whole final ranking", choices=PAGE_SCORES, group="evaluation",
+            stage="evaluation"),
     Setting("page_top_m", int, 2, "page_score mean_top: how many of a page's best chunk scores are averaged", above=0,
-            group="evaluation"),
+            group="evaluation", stage="evaluation"),
     Setting("page_credit", str, "tied", "how page metrics credit the pages of a passage that crosses pages: tied (they "
             "share its rank; metrics are expected values over their orders) | majority (the page holding most of its "
             "text first) | page_order (in page order, the rule before this setting)", choices=PAGE_CREDITS,
-            group="evaluation"),
+            group="evaluation", stage="evaluation"),
     Setting("context_budgets", tuple[int, ...], (256, 512, 1024, 2048), "budgets in words for the evidence metrics "
             "(evidence/recall@B, precision@B, iou@B: the evidence in the ranking's first B words), comma-separated",
-            above=0, rule=lambda budgets: None if budgets else "must hold positive integers", group="evaluation"),
+            above=0, rule=lambda budgets: None if budgets else "must hold positive integers", group="evaluation",
+            stage="evaluation"),
     Setting("tracing", bool, True, "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: "
-            "off)", group="evaluation"),
+            "off)", group="evaluation", stage="evaluation"),
     Setting("trace_queries", bool, False, "log every 'query' as an MLflow trace to label (query --trace; experiment "
-            "--experiment, default 'queries')", group="evaluation"),
+            "--experiment, default 'queries')", group="evaluation", stage="evaluation"),
     owner="general")
 SETTINGS.add_rule(Rule(_child_size_fits, "general"))
 

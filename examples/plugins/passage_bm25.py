@@ -61,9 +61,10 @@ def bm25_scores(query: str, texts: Sequence[str], k1: float = 1.2, b: float = 0.
     "passage_bm25",
     help="BM25 of each candidate passage, with the candidates as the collection (no model), an example plugin",
     settings=[
-        Setting("passage_bm25_k1", float, 1.2, "passage BM25 re-ranker: term-frequency saturation k1", minimum=0.0),
+        Setting("passage_bm25_k1", float, 1.2, "passage BM25 re-ranker: term-frequency saturation k1", minimum=0.0,
+                stage="rerank"),
         Setting("passage_bm25_b", float, 0.75, "passage BM25 re-ranker: length normalisation b", minimum=0.0,
-                maximum=1.0),
+                maximum=1.0, stage="rerank"),
     ],
 )
 class PassageBM25Reranker(BaseReranker):

@@ -24,7 +24,7 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")  # after . ! ? and at blank 
     "sentences",
     help="whole sentences packed up to chunk_size words, an example plugin",
     settings=[Setting("sentence_overlap", int, 1, "sentences chunker: sentences repeated from the previous chunk",
-                      minimum=0, maximum=5)],
+                      minimum=0, maximum=5, stage="chunking")],
 )
 class SentenceChunker(Chunker):
     def chunk(self, document: Document) -> list[Chunk]:

@@ -28,8 +28,9 @@ from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Query, Ranked, Re
     "tfidf",
     help="TF-IDF cosine similarity (scikit-learn), an example plugin",
     settings=[
-        Setting("tfidf_ngram_max", int, 1, "TF-IDF: longest word n-gram indexed", minimum=1, maximum=3),
-        Setting("tfidf_sublinear_tf", bool, True, "TF-IDF: 1 + log(tf) instead of raw term frequency"),
+        # stage: what a change invalidates (its index and what follows; undeclared: the chunks onwards)
+        Setting("tfidf_ngram_max", int, 1, "TF-IDF: longest word n-gram indexed", minimum=1, maximum=3, stage="index"),
+        Setting("tfidf_sublinear_tf", bool, True, "TF-IDF: 1 + log(tf) instead of raw term frequency", stage="index"),
     ],
 )
 class TfidfRetriever(Retriever):

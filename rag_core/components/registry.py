@@ -74,6 +74,8 @@ class Registry:
         self.group = group or kind
         self.reserved = tuple(reserved)  # names a component may not take (the pipeline's own stage names)
         self._components: dict[str, Component] = {}
+        # the names a config chooses (default: the value of `setting`); retrievers parse ``mode``
+        self.chosen: Callable[[Any], Sequence[str]] = lambda config: (getattr(config, setting),) if setting else ()
         REGISTRIES[kind] = self
 
     def register(self, name: str, target: Any = None, *, help: str = "", settings: Sequence[Setting] = (),

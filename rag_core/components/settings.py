@@ -7,6 +7,12 @@ declared once, beside the component that reads it (``Registry.register(..., sett
 in ``rag_core.config`` for the pipeline's own settings. A built-in and a plugin setting go through
 the same code.
 
+Each setting names the STAGE whose results it changes (``STAGES``, earliest first: chunking, ingest,
+index, candidates, rerank, answer, evaluation); a change invalidates the results of its stage and of
+every later one. Every reuse key (the sweep's groupings, the cost estimate's dense indexes) is derived
+from this column by ``rag_core.components.stages``; a setting that does not say is taken to change the
+chunks (``chunking``, the earliest stage: it can only make reuse rarer, never stale).
+
 Checks that involve several settings (``overlap < chunk_size``) are ``Rule`` functions added to the
 table; they too can come from a component.
 Left out: settings nested in mappings (a setting is one plain value or a flat list of them).
@@ -36,6 +42,12 @@ LOADING: list[str] = []  # origins of the plugins being imported now, innermost 
 
 Choices = Sequence[str] | Callable[[], Sequence[str]]
 
+# What a setting's change invalidates, earliest first: the chunks; the text indexed with them (tables,
+# contexts, metadata, children); the retrievers' indexes; the candidate lists (search, fusion, expansion,
+# routing); the re-ranked order; the answer (k passages, the LLM); the metrics only (or nothing: tracing).
+STAGES = ("chunking", "ingest", "index", "candidates", "rerank", "answer", "evaluation")
+DEFAULT_STAGE = STAGES[0]  # a plugin's setting that does not say: invalidates everything (never stale)
+
 
 @dataclass(frozen=True)
 class Setting:
@@ -59,8 +71,13 @@ class Setting:
     env: str | None = None
     group: str = ""
     owner: str = ""  # set when declared: "general" or "<kind> <name>" (the component that declares it)
+    stage: str = DEFAULT_STAGE  # the earliest stage (STAGES) whose results it changes
+    brings: Callable[[Any], Sequence[str]] | None = None  # settings its value makes part of its stage too
+    applies: Callable[[Any], bool] | None = None  # whether it changes anything for a config (None: always)
 
     def __post_init__(self) -> None:
+        if self.stage not in STAGES:
+            raise ValueError(f"setting {self.name!r}: stage must be one of {', '.join(STAGES)}, got {self.stage!r}")
         if self.type not in TYPES:
             raise TypeError(f"setting {self.name!r}: type must be one of {', '.join(TYPES.values())}")
         if not self.name.isidentifier() or self.name.startswith("_"):
@@ -130,7 +147,7 @@ class Setting:
         """Plain description (the components command's JSON)."""
         return {"name": self.name, "type": self.type_name, "default": list(self.default) if self.is_list else self.default,
                 "range": self.describe_range() or None, "choices": self.valid_choices() or None, "help": self.help,
-                "env": self.env, "owner": self.owner}
+                "env": self.env, "owner": self.owner, "stage": self.stage}
 
 
 def _short(value: Any) -> str:

@@ -230,7 +230,7 @@ def make_chunker(config: ConfigFields, count_tokens: Count | None = None) -> Chu
     """The configured chunker; with ``chunk_unit: tokens``, sizes count `count_tokens` (the embedding
     model's tokens of a text)."""
     chunker = CHUNKERS.load(config.chunker)(config.chunker, config)
-    if getattr(config, "chunk_unit", "words") == "tokens":
+    if config.chunk_unit == "tokens":
         if count_tokens is None:
             raise ValueError("chunk_unit tokens needs the embedding model's token counter")
         chunker.count = count_tokens
@@ -241,7 +241,7 @@ def chunker_key(config: ConfigFields) -> dict[str, Any]:
     """The settings that decide the chunks: chunk_size, overlap, per_page, and for a chunker other than
     the built-in its name and its own settings."""
     key: dict[str, Any] = {"chunk_size": config.chunk_size, "overlap": config.overlap, "per_page": config.per_page}
-    if getattr(config, "chunk_unit", "words") == "tokens":  # only then, so that the keys of words stay as they were
+    if config.chunk_unit == "tokens":  # only then, so that the keys of words stay as they were
         key.update(chunk_unit="tokens", tokenizer=config.embed_model)
     if config.chunker != DEFAULT_CHUNKER:
         key["chunker"] = config.chunker
@@ -256,13 +256,16 @@ def _overlap_below_chunk_size(values: Mapping[str, Any]) -> tuple[str, str] | No
 
 
 SETTINGS.declare(
-    Setting("chunk_size", int, 512, "chunk length in words (chunk_unit)", above=0, group="chunking"),
-    Setting("overlap", int, 64, "words (chunk_unit) repeated from the previous chunk", group="chunking"),
+    Setting("chunk_size", int, 512, "chunk length in words (chunk_unit)", above=0, group="chunking", stage="chunking"),
+    Setting("overlap", int, 64, "words (chunk_unit) repeated from the previous chunk", group="chunking",
+            stage="chunking"),
     Setting("chunk_unit", str, "words", "what chunk_size, overlap and child_size count: words | tokens (of "
-            "embed_model's tokenizer, special tokens not counted)", choices=CHUNK_UNITS, group="chunking"),
-    Setting("per_page", bool, False, "chunk inside pages instead of across them", group="chunking"),
+            "embed_model's tokenizer, special tokens not counted)", choices=CHUNK_UNITS, group="chunking",
+            stage="chunking",
+            brings=lambda unit: ("embed_model",) if unit == "tokens" else ()),  # its tokenizer counts the chunks
+    Setting("per_page", bool, False, "chunk inside pages instead of across them", group="chunking", stage="chunking"),
     Setting("chunker", str, DEFAULT_CHUNKER, "how documents are split: recursive, or a chunker a plugin registers",
-            choices=CHUNKERS.names, group="chunking"),
+            choices=CHUNKERS.names, group="chunking", stage="chunking"),
     owner="chunking")
 SETTINGS.add_rule(Rule(_overlap_below_chunk_size, "chunking"))
 CHUNKERS.register(DEFAULT_CHUNKER, RecursiveChunker, help="paragraphs, then lines, sentences, words, merged up to "

@@ -149,7 +149,7 @@ class BM25Index:
     def from_config(cls, config: ConfigFields) -> "BM25Index":
         """From a ``RagConfig`` (its ``bm25_backend``, ``tokenizer``, ``bm25_k1``, ``bm25_b``, ``bm25_numbers``)."""
         return cls(config.bm25_backend, config.tokenizer, config.bm25_k1, config.bm25_b,
-                   getattr(config, "bm25_numbers", False))
+                   config.bm25_numbers)
 
     def __len__(self) -> int:
         return len(self.ids)

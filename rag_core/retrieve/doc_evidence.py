@@ -76,10 +76,12 @@ def _not_with_hard_routing(values: Mapping[str, Any]) -> tuple[str, str] | None:
 SETTINGS.declare(
     Setting("doc_evidence", str, "none", "soft document evidence: none | prior (the chunk ranking fused with the "
             "document ranking as a prior: a wrong document costs rank, not recall) | search (prior, plus a search "
-            "within the best doc_evidence_docs documents)", choices=DOC_EVIDENCE.names, group="routing"),
+            "within the best doc_evidence_docs documents)", choices=DOC_EVIDENCE.names, group="routing",
+            stage="candidates",
+            brings=lambda evidence: ("tokenizer",) if evidence != "none" else ()),  # the cards' words
     Setting("doc_evidence_weight", float, 1.0, "weight of the document evidence's lists in the RRF with the chunk "
-            "ranking (which has weight 1)", minimum=0, group="routing"),
+            "ranking (which has weight 1)", minimum=0, group="routing", stage="candidates"),
     Setting("doc_evidence_docs", int, 2, "doc_evidence search: how many of the best documents are searched again",
-            minimum=1, group="routing"),
+            minimum=1, group="routing", stage="candidates"),
     owner="doc_evidence")
 SETTINGS.add_rule(Rule(_not_with_hard_routing, "doc_evidence"))

@@ -28,13 +28,13 @@ EMBED_BACKENDS.register("bf16", "rag_core.retrieve.embedding.embedder:Bf16Encode
 
 SETTINGS.declare(
     Setting("embed_model", str, DEFAULT_EMBED_MODEL, "embedding model, hub name or local directory (env RAG_EMBED_MODEL)",
-            env="RAG_EMBED_MODEL", group="embedding"),
+            env="RAG_EMBED_MODEL", group="embedding", stage="index"),
     Setting("embed_backend", str, "bf16", "embedding runtime: bf16 (torch under bf16 autocast, checked against "
             "fp32 at first use, else fp32; queries in fp32) | torch | onnx | onnx-int8 (ONNX Runtime, exported "
-            "once into the store)", choices=EMBED_BACKENDS.names, group="embedding"),
-    Setting("embed_batch_size", int, 32, "texts per embedding batch", above=0, group="embedding"),
+            "once into the store)", choices=EMBED_BACKENDS.names, group="embedding", stage="index"),
+    Setting("embed_batch_size", int, 32, "texts per embedding batch", above=0, group="embedding", stage="evaluation"),
     Setting("model_fallback", bool, True, "offline: fall back to the packaged MiniLM (announced, recorded)",
-            group="embedding"),
+            group="embedding", stage="index"),
     owner="embedding")
 
 __getattr__, _lazy_all = lazy_exports(__name__, {"Embedder": "embedder", "EmbedStats": "embedder",

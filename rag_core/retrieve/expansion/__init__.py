@@ -42,23 +42,25 @@ def _hyde_needs_an_embedding(values: Mapping[str, Any]) -> tuple[str, str] | Non
 
 
 SETTINGS.declare(Setting("query_expansion", str, "none", "none | rm3 (BM25 pseudo-relevance feedback) | multi_query | "
-                         "hyde (these two need an LLM key)", choices=QUERY_EXPANSIONS.names, group="expansion"),
+                         "hyde (these two need an LLM key)", choices=QUERY_EXPANSIONS.names, group="expansion",
+                         stage="candidates"),
                  owner="expansion")
 QUERY_EXPANSIONS.register("none", QueryExpansion, help="the query as written")
 QUERY_EXPANSIONS.register(
     "rm3", "rag_core.retrieve.expansion.rm3:RM3", rules=[_rm3_needs_bm25],
     help="RM3 pseudo-relevance feedback: BM25 searched again with the top chunks' terms (offline)",
     settings=[
-        Setting("rm3_docs", int, 10, "RM3: top BM25 chunks used as feedback", above=0, group="expansion"),
-        Setting("rm3_terms", int, 10, "RM3: expansion terms kept", above=0, group="expansion"),
+        Setting("rm3_docs", int, 10, "RM3: top BM25 chunks used as feedback", above=0, group="expansion",
+                stage="candidates"),
+        Setting("rm3_terms", int, 10, "RM3: expansion terms kept", above=0, group="expansion", stage="candidates"),
         Setting("rm3_weight", float, 0.5, "RM3: weight of the original query (0..1) against the feedback terms",
-                minimum=0, maximum=1, group="expansion"),
+                minimum=0, maximum=1, group="expansion", stage="candidates"),
     ])
 QUERY_EXPANSIONS.register(
     "multi_query", "rag_core.retrieve.expansion.llm:MultiQuery", uses=("llm_provider", "llm_model"),
     help="the LLM writes multi_query_n rephrasings; each is retrieved, the lists fused with RRF (needs an API key)",
     settings=[Setting("multi_query_n", int, 3, "multi_query: rephrasings the LLM writes (each retrieved, fused with RRF)",
-                      above=0, group="expansion")])
+                      above=0, group="expansion", stage="candidates")])
 QUERY_EXPANSIONS.register(
     "hyde", "rag_core.retrieve.expansion.llm:HyDE", uses=("llm_provider", "llm_model"), rules=[_hyde_needs_an_embedding],
     help="the LLM writes a hypothetical passage; the mean of its and the query's embeddings is searched (needs an API key)")

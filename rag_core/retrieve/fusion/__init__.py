@@ -70,14 +70,21 @@ def _weights_need_a_weighted_fusion(values: Mapping[str, Any]) -> tuple[str, str
     return None
 
 
+def _fuses(config: ConfigFields) -> bool:
+    """Whether the config fuses lists (several retrievers): only then do fusion's settings apply."""
+    return len(parse_mode(config.mode)) > 1
+
+
 SETTINGS.declare(
-    Setting("rrf_k", int, 60, "Reciprocal Rank Fusion constant", minimum=0, group="fusion"),
+    Setting("rrf_k", int, 60, "Reciprocal Rank Fusion constant", minimum=0, group="fusion", stage="candidates"),
     Setting("fusion", str, "rrf", "how the retrievers' lists merge: rrf, or a ranx method (wsum, wmnz, sum, mnz, max, ...)",
-            choices=FUSIONS.names, group="fusion"),
+            choices=FUSIONS.names, group="fusion", stage="candidates", applies=_fuses),
     Setting("fusion_norm", str, "min-max", "score normalisation before a ranx fusion: min-max | zmuv | max | sum | "
-            "rank | borda | none", choices=FUSION_NORMS, group="fusion"),
+            "rank | borda | none", choices=FUSION_NORMS, group="fusion", stage="candidates",
+            applies=_fuses),
     Setting("fusion_weights", tuple[float, ...], (), "weights of the retrievers' lists in mode order, comma-separated "
-            "(dense, bm25 for hybrid; empty: equal); see tune-fusion", minimum=0, group="fusion"),
+            "(dense, bm25 for hybrid; empty: equal); see tune-fusion", minimum=0, group="fusion", stage="candidates",
+            applies=_fuses),
     owner="fusion")
 SETTINGS.add_rule(Rule(_weights_fit_the_retrievers, "fusion"))
 SETTINGS.add_rule(Rule(_weights_need_a_weighted_fusion, "fusion"))

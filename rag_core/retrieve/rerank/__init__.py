@@ -35,22 +35,25 @@ RERANK_BACKENDS.register("bf16", "rag_core.retrieve.rerank.cross_encoder:Bf16Sco
                               "checked against fp32 at first use, else fp32, announced")
 
 SETTINGS.declare(
-    Setting("rerank_depth", int, 20, "fused candidates re-scored by the re-ranker (0 = off)", minimum=0, group="rerank"),
+    Setting("rerank_depth", int, 20, "fused candidates re-scored by the re-ranker (0 = off)", minimum=0, group="rerank",
+            stage="rerank"),
     Setting("reranker", str, "cross_encoder", "re-ranker: cross_encoder, or one a plugin registers",
-            choices=RERANKERS.names, group="rerank"),
+            choices=RERANKERS.names, group="rerank", stage="rerank"),
     Setting("rerank_fusion", str, "none", "none: the re-ranked head in the re-ranker's order; rrf: that order fused "
-            "by RRF (rrf_k) with the first stage's order of the same passages", choices=RERANK_FUSIONS, group="rerank"),
+            "by RRF (rrf_k) with the first stage's order of the same passages", choices=RERANK_FUSIONS, group="rerank",
+            stage="rerank"),
     owner="rerank")
 RERANKERS.register(
     "cross_encoder", "rag_core.retrieve.rerank.cross_encoder:CrossEncoderReranker",
     help="a sentence-transformers cross-encoder scores each (query, passage) pair; scores cached in the store",
     settings=[
         Setting("rerank_model", str, DEFAULT_RERANK_MODEL, "cross-encoder, hub name or local directory "
-                "(env RAG_RERANK_MODEL)", env="RAG_RERANK_MODEL", group="rerank"),
+                "(env RAG_RERANK_MODEL)", env="RAG_RERANK_MODEL", group="rerank", stage="rerank"),
         Setting("rerank_backend", str, "torch", "cross-encoder runtime: torch | bf16 (checked against fp32 at "
-                "first use) | onnx | onnx-int8 (ONNX Runtime, exported once into the store)", choices=RERANK_BACKENDS.names, group="rerank"),
+                "first use) | onnx | onnx-int8 (ONNX Runtime, exported once into the store)", choices=RERANK_BACKENDS.names, group="rerank",
+                stage="rerank"),
         Setting("min_rerank_score", float, 0.0, "no-answer threshold on the cross-encoder logit (the cross_encoder "
-                "re-ranker's; another re-ranker has its own)", group="rerank"),
+                "re-ranker's; another re-ranker has its own)", group="rerank", stage="rerank"),
     ],
 )
 

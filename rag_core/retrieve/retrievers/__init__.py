@@ -112,6 +112,9 @@ def retriever_choices(config: ConfigFields) -> tuple[RetrieverChoice, ...]:
     return tuple(RetrieverChoice(choice.name, weight) for choice, weight in zip(choices, weights))
 
 
+RETRIEVERS.chosen = lambda config: tuple(choice.name for choice in parse_mode(config.mode))  # stages' keys
+
+
 def uses_embedder(config: ConfigFields) -> bool:
     """Whether a retriever of the config searches with the query's embedding (routing then uses it too)."""
     return any(RETRIEVERS.get(choice.name).options.get("embeds_query") for choice in parse_mode(config.mode))
@@ -119,7 +122,8 @@ def uses_embedder(config: ConfigFields) -> bool:
 
 SETTINGS.declare(Setting("mode", str, "hybrid", "retrievers: dense | bm25 | hybrid (= dense,bm25), or a comma-separated "
                          "list of registered retrievers, each with an optional :weight (bm25,mine; dense:0.7,bm25:0.3); "
-                         "several are fused by fusion", rule=_mode_problem, parse=_mode_value, group="retrieval"),
+                         "several are fused by fusion", rule=_mode_problem, parse=_mode_value, group="retrieval",
+                         stage="index"),
                  owner="retrieval")
 
 # --- the built-in retrievers, and BM25's backends -------------------------------------------------
@@ -134,29 +138,30 @@ RETRIEVERS.register(
     settings=[
         Setting("dense_search", str, "auto", "dense search: auto (exact up to dense_exact_max chunks, else the vector "
                 "store's approximate search) | exact (every vector scored; reproducible, ties by chunk id) | "
-                "approximate", choices=("auto", "exact", "approximate"), group="vector_store"),
+                "approximate", choices=("auto", "exact", "approximate"), group="vector_store", stage="candidates"),
         Setting("dense_exact_max", int, 50_000, "dense_search auto: the most chunks searched exactly",
-                minimum=0, group="vector_store"),
+                minimum=0, group="vector_store", stage="candidates"),
         Setting("dense_pooling", str, "mean_top2", "a unit (chunk, parent, child) longer than the embedding model's window "
                 "is embedded as overlapping windows, scored by its best window (max) or the mean of its two best "
                 "(mean_top2); first: no windows, the model reads the first window's tokens only (truncation)",
-                choices=("max", "mean_top2", "first"), group="embedding"),
+                choices=("max", "mean_top2", "first"), group="embedding", stage="index"),
         Setting("dense_stride", int, 0, "tokens between the starts of a unit's windows (0 = three quarters of the "
-                "model's window; at most the window)", minimum=0, group="embedding"),
+                "model's window; at most the window)", minimum=0, group="embedding", stage="index"),
     ],
 )
 RETRIEVERS.register(
     "bm25", "rag_core.retrieve.retrievers.bm25:BM25Retriever",
     help="BM25 keyword search over the indexed chunk texts (rag_core.retrieve.bm25)",
     settings=[
-        Setting("bm25_backend", str, "bm25s", "bm25s | rank_bm25", choices=BM25_BACKENDS.names, group="bm25"),
+        Setting("bm25_backend", str, "bm25s", "bm25s | rank_bm25", choices=BM25_BACKENDS.names, group="bm25",
+                stage="index"),
         Setting("tokenizer", str, "stem", "BM25 tokenizer: stem | simple | whitespace", choices=TOKENIZERS.names,
-                group="bm25"),
-        Setting("bm25_k1", float, 1.5, "BM25 term-frequency saturation", minimum=0, group="bm25"),
-        Setting("bm25_b", float, 0.75, "BM25 length normalisation", minimum=0, maximum=1, group="bm25"),
+                group="bm25", stage="index"),
+        Setting("bm25_k1", float, 1.5, "BM25 term-frequency saturation", minimum=0, group="bm25", stage="index"),
+        Setting("bm25_b", float, 0.75, "BM25 length normalisation", minimum=0, maximum=1, group="bm25", stage="index"),
         Setting("bm25_numbers", bool, False, "numbers in one form for BM25, in documents and queries: 1,234.5 = 1234.5, "
                 "(1,234) = -1,234, $1.2 billion = 1.2 billion = 1,200,000,000 (rag_core.retrieve.tokenizer)",
-                group="bm25"),
+                group="bm25", stage="index"),
     ],
 )
 # Pages as retrieval units (rag_core.retrieve.retrievers.pages): each ranks whole pages with the
@@ -173,5 +178,5 @@ RETRIEVERS.register(
                              "dense_stride", "tokenizer"),
     settings=[Setting("page_pooling", str, "mean_top2", "page_dense: a page's score from its token windows: its best "
                       "window (max) or the mean of its two best (mean_top2); pages are never truncated",
-                      choices=("max", "mean_top2"), group="embedding")],
+                      choices=("max", "mean_top2"), group="embedding", stage="candidates")],
 )

@@ -62,9 +62,9 @@ def overshoot_note(config: ConfigFields, window: int, lengths: Sequence[int]) ->
     over, so each is embedded as two windows that nearly coincide, twice the work for a few tokens. Units
     of another kind (pages) are far longer, and get no note."""
     over = [length for length in lengths if length > window]
-    if getattr(config, "chunk_unit", "words") != "tokens" or not over or max(over) > window * 9 // 8:
+    if config.chunk_unit != "tokens" or not over or max(over) > window * 9 // 8:
         return None
-    name = "child_size" if getattr(config, "child_size", 0) else "chunk_size"
+    name = "child_size" if config.child_size else "chunk_size"
     return (f"{len(over)} units are at most {max(over) - window} tokens longer than the embedding model's window "
             f"({window} text tokens) and are embedded as 2 windows each; {name} {window} would embed each once")
 
@@ -79,8 +79,8 @@ def search_mode(config: ConfigFields, chunks: int) -> str:
 def windows_key(config: ConfigFields) -> tuple:
     """What windows add to a collection's key: () without windows (``dense_pooling: first``, the keys
     of before), else the stride setting (pooling is applied at search time and shares the vectors)."""
-    pooling = getattr(config, "dense_pooling", "first")
-    return () if pooling == "first" else (("windows", int(getattr(config, "dense_stride", 0))),)
+    pooling = config.dense_pooling
+    return () if pooling == "first" else (("windows", int(config.dense_stride)),)
 
 
 def manifest_name(model: str, context_key: Any, vector_store: str, windows: tuple = ()) -> str:
@@ -102,7 +102,7 @@ class DenseRetriever(Retriever):
         self._chunks: ChunkSet | None = None
         self._reference: ExactSearch | None = None  # exact search to measure approximate search against
         self.ann_overlap: list[float] = []  # approximate search: recall@depth of each sampled query
-        self.pooling = getattr(config, "dense_pooling", "first")
+        self.pooling = config.dense_pooling
         self.windowed = self.pooling != "first"
         self.windows: dict[str, Window] = {}  # window id -> window, for units of several windows
         self.unit_of: dict[str, str] = {}  # window id -> unit id, for units of several windows

@@ -124,7 +124,7 @@ def open_vector_store(value: str, store_dir: str | Path, timeout_s: float = 60.0
 
 SETTINGS.declare(
     Setting("vector_store", str, "chroma", "where dense vectors live: chroma (embedded) | chroma+http://HOST:PORT | "
-            "qdrant:PATH | qdrant+http://HOST:PORT", rule=_problem, group="vector_store"),
+            "qdrant:PATH | qdrant+http://HOST:PORT", rule=_problem, group="vector_store", stage="index"),
     Setting("vector_store_timeout_s", float, 60.0, "seconds to wait for one request to a vector store server",
-            above=0, group="vector_store"),
+            above=0, group="vector_store", stage="evaluation"),
     owner="vector_store")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rag_core.components import SETTINGS
+from rag_core.components.stages import component_key, key_through
 from rag_core.config import ConfigError, RagConfig, load_config
 from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.models import FALLBACK_EMBED_NAME
@@ -46,11 +47,6 @@ if TYPE_CHECKING:
 THROUGHPUTS_FILE = "throughputs.json"
 MAX_OBSERVATIONS = 400
 LLM_EXPANSIONS = ("multi_query", "hyde")
-# Settings that decide which dense index a configuration needs (each distinct combination is embedded once;
-# max and mean_top2 share one, counted twice here).
-BUILD_SETTINGS = ("chunk_size", "overlap", "per_page", "chunk_unit", "child_size", "chunk_context", "extract_tables",
-                  "table_text", "metadata_pattern", "embed_model", "embed_backend", "vector_store", "dense_pooling", "dense_stride",
-                  "mode")
 MAX_ENUMERATED = 20_000  # combinations of those settings enumerated for an estimate
 # Tokens per word of MiniLM's WordPiece tokenizer, for a unit counted in words (chunk_unit: words): 1.10 on the
 # sample corpus (512-word chunks, median 563 tokens), 1.22 on the FinanceBench filings (256 words, median 312).
@@ -231,12 +227,13 @@ def estimate(spec: SweepSpec, corpus: "Corpus", queries: int, store_dir: str | P
                         _llm_line(spec, _llm_evaluations(spec, points, evaluations), queries, throughputs), notes)
 
 
-def _build_configs(spec: SweepSpec) -> list[RagConfig] | None:
+def _build_configs(spec: SweepSpec, names: Sequence[str] | None = None) -> list[RagConfig] | None:
     """One valid configuration per combination of the settings that decide the dense index (and mode);
     None when there are too many combinations to enumerate."""
-    axes = {name: values for name, values in spec.grid.items() if name in BUILD_SETTINGS}
+    names = build_settings() if names is None else tuple(names)
+    axes = {name: values for name, values in spec.grid.items() if name in names}
     for name, axis in spec.ranges.items():
-        if name in BUILD_SETTINGS:
+        if name in names:
             if not axis.finite:
                 return None
             axes[name] = axis.values()
@@ -248,18 +245,30 @@ def _build_configs(spec: SweepSpec) -> list[RagConfig] | None:
         return None
     configs = {}
     for point, values in itertools.product(listed, itertools.product(*axes.values())):
-        settings = {**spec.base, **{k: v for k, v in point.items() if k in BUILD_SETTINGS}, **dict(zip(axes, values))}
+        settings = {**spec.base, **{k: v for k, v in point.items() if k in names}, **dict(zip(axes, values))}
         try:
             config = load_config(None, settings)
         except ConfigError:
             continue
-        configs.setdefault(tuple(getattr(config, name) for name in BUILD_SETTINGS), config)
+        configs.setdefault(tuple(getattr(config, name) for name in names), config)
     return list(configs.values())
 
 
+def build_settings() -> tuple[str, ...]:
+    """The settings that decide which dense index a configuration needs (each distinct combination is
+    embedded once; max and mean_top2 share one, counted twice here), and ``mode`` (which says whether it
+    embeds): the dense retriever's settings up to its index (``rag_core.components.stages``)."""
+    dense = component_key(RagConfig(), "retriever", "dense", "index")
+    return (*(name for stage in dense for name, _ in stage), "mode")
+
+
+def dense_index_key(config: RagConfig) -> tuple:
+    """What the dense index of `config` depends on (the stage table's, for the dense retriever)."""
+    return component_key(config, "retriever", "dense", "index")
+
+
 def _chunking(config: RagConfig) -> tuple:
-    return (config.chunk_size, config.overlap, config.per_page, config.child_size, config.extract_tables,
-            config.table_text, config.metadata_pattern)
+    return key_through(config, "ingest")
 
 
 def _to_embed(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | Path,
@@ -267,7 +276,7 @@ def _to_embed(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | P
     needs: dict[tuple, EmbeddingNeed] = {}
     words = sum(len(doc.text.split()) for doc in corpus.documents)
     for config in configs:
-        key = tuple(getattr(config, name) for name in BUILD_SETTINGS if name != "mode")
+        key = dense_index_key(config)
         if not uses_embedder(config) or key in needs or dense_built(config, corpus, store_dir):
             continue
         lengths = existing_lengths(config, corpus, store_dir)

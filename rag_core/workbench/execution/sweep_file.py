@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rag_core.components import load_plugins
+from rag_core.components.stages import applying, key_through, stage_values
 from rag_core.doc_ids import escape_controls
 from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
                              setting_names)
@@ -54,10 +55,8 @@ from rag_core.evaluate.golden_records import is_dataset_ref
 from rag_core.evaluate.evidence_budget import evidence_metric_names
 from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC, default_primary_metric, metric_names
 from rag_core.evaluate.relevance import LEVELS
-from rag_core.ingest.chunking import chunker_key
 from rag_core.progress import progress
 from rag_core.retrieve.rerank import RERANKERS
-from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
 from rag_core.workbench.search.space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
 from rag_core.workbench.statistics.holdout import check_holdout
 from rag_core.workbench.statistics.selection import check_select
@@ -87,32 +86,30 @@ class SweepPoint:
         safe = "".join(c if c.isalnum() or c in "=.-" else "_" for c in self.label.replace(" ", "_"))
         return f"{self.number:02d}-{safe}"[:120]
 
+    @functools.cached_property
+    def _stages(self) -> dict[str, str]:
+        return applying(self.config)
+
     @property
     def chunking_key(self) -> tuple:
-        """The chunking: chunk_size, overlap, per_page, and a chunker other than the built-in with its settings."""
-        cfg = self.config
-        extra = {key: value for key, value in chunker_key(cfg).items() if key not in ("chunk_size", "overlap", "per_page")}
-        return (cfg.chunk_size, cfg.overlap, cfg.per_page, *sorted((key, str(value)) for key, value in extra.items()))
+        """The chunking: the chunking stage's settings (``rag_core.components.stages``)."""
+        return stage_values(self.config, "chunking", self._stages)
 
     @property
     def build_key(self) -> tuple:
-        """What the store builds for this point: the chunking, and each retriever of mode with the
-        settings that change its index (its registry's ``key``)."""
-        cfg = self.config
-        retrievers = tuple(RETRIEVERS.get(choice.name).key(cfg) for choice in retriever_choices(cfg))
-        ingest = (cfg.extract_tables, cfg.table_text, cfg.metadata_pattern, cfg.chunk_context, cfg.child_size)  # change what is indexed
-        return (self.chunking_key, retrievers, ingest)
+        """What the store builds for this point: the settings of the stages up to the indexes."""
+        return key_through(self.config, "index", self._stages)
 
     @property
     def candidates_key(self) -> tuple:
         """Points with the same key retrieve the same candidates (they differ in k, re-ranking or
         metrics only): one worker runs them one after another and reuses the candidates."""
-        cfg = self.config
-        return self.build_key + (cfg.mode, cfg.retrieve_depth, cfg.rrf_k, cfg.route_docs, cfg.route_when)
+        return key_through(self.config, "candidates", self._stages)
 
     @property
     def rerank_key(self) -> tuple | None:
-        """Points with the same key score the same cross-encoder pairs: never run two at once."""
+        """Points with the same key score the same cross-encoder pairs (its score cache: the chunks and
+        the re-ranker with its own settings, whatever retrieved them): never run two at once."""
         cfg = self.config
         return (self.chunking_key, RERANKERS.get(cfg.reranker).key(cfg)) if cfg.rerank_depth > 0 else None
 
@@ -166,8 +163,12 @@ class SweepSpec:
             points.append(SweepPoint(number, changes, config))
         if not points:
             raise ConfigError(f"{self.path}: no valid point in the grid ({skipped[0] if skipped else 'empty'})")
-        # stable: grid order within a chunking, and points sharing candidates next to each other
-        points.sort(key=lambda point: point.chunking_key[:3] + (str(point.chunking_key[3:]), str(point.candidates_key[1:])))
+        # stable: grid order within a chunking, and points sharing candidates next to each other (a candidate
+        # group where its first point is in the grid)
+        first: dict[tuple, int] = {}
+        for point in points:
+            first.setdefault(point.candidates_key, point.number)
+        points.sort(key=lambda point: (point.chunking_key, first[point.candidates_key]))
         return points, skipped
 
     def points(self) -> tuple[list[SweepPoint], list[str]]:

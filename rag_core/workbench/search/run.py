@@ -29,10 +29,10 @@ from typing import Callable
 
 from rag_core.config import ConfigError, RagConfig
 from rag_core.evaluate.evaluator import golden_fingerprint
-from rag_core.ingest.chunking import chunker_key
 from rag_core.retrieve.rerank.base import rerank_unavailable
 from rag_core.retrieve.retrievers import uses_embedder
-from rag_core.workbench.execution.cost import describe_build, dense_built, load_throughputs, record_runs
+from rag_core.workbench.execution.cost import (describe_build, dense_built, dense_index_key, load_throughputs,
+                                               record_runs)
 from rag_core.workbench.execution.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.execution.executors import PointExecutor, open_executor
 from rag_core.workbench.execution.points import NOTEBOOK, PointJob, PointOutcome
@@ -95,9 +95,7 @@ class NotebookTrials:
     def embedding_needed(self, config: RagConfig) -> str | None:
         if not uses_embedder(config):
             return None
-        key = (tuple(sorted(chunker_key(config).items())), config.child_size, config.chunk_context, config.extract_tables, config.table_text, config.metadata_pattern,
-               config.embed_model, config.embed_backend, config.vector_store,
-               config.dense_pooling == "first", config.dense_stride)  # windows or not: their own collection
+        key = dense_index_key(config)  # the dense retriever's settings up to its index (the stage table)
         if key not in self._built:
             self._built[key] = dense_built(config, self.inputs.corpus, self.job.store_dir)
         return None if self._built[key] else describe_build(config)

@@ -1,0 +1,90 @@
+"""Reuse keys derived from the settings table's stage column (``Setting.stage``, ``STAGES``).
+
+A result of one stage (the chunks, an index, a candidate list, a re-ranked order, an answer, the
+metrics) depends on the settings of its stage and of every earlier one that apply to the config: a
+setting declared by a component (owner ``"<kind> <name>"``) applies only when the config chooses that
+component (``Registry.chosen``) or a chosen component ``uses`` it; the pipeline's and a kind's own
+settings apply unless their ``applies`` says otherwise (fusion's: only with several retrievers); a
+setting's ``brings`` adds settings to its stage for some of its values
+(``chunk_unit: tokens`` makes ``embed_model``'s tokenizer part of the chunking).
+
+- ``stage_values(config, stage)``: (name, value) of the applying settings of that stage, table order;
+- ``key_through(config, stage)``: those of every stage up to `stage` (what its results depend on);
+- ``component_key(config, kind, name, through)``: the same as if `name` were the only `kind` chosen,
+  less the setting that chooses (what one component's artefact, such as the dense index, depends on).
+
+Every reuse key the workbench keeps (sweep groupings, cost estimates, a search's built-index check) is
+one of these, so a new setting is covered by declaring its stage.
+Left out: the store's on-disk keys (``rag_core.retrieve.index``, each retriever's ``cache_key``) and the
+candidates cache's key, which keep their formats so that existing stores stay valid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from rag_core.components.registry import REGISTRIES
+from rag_core.components.settings import SETTINGS, STAGES
+
+__all__ = ["STAGES", "applying", "component_key", "key_through", "stage_values"]
+
+
+def _chosen(config: Any, choose: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """kind -> the names of its components the config chooses (`choose` overrides a kind)."""
+    found = {}
+    for kind, registry in REGISTRIES.items():
+        if kind in choose:
+            found[kind] = tuple(choose[kind])
+        elif registry.setting is None or registry.setting in SETTINGS:
+            found[kind] = tuple(registry.chosen(config))
+    return found
+
+
+def applying(config: Any, choose: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
+    """name -> stage of every setting that applies to `config` (its ``brings`` included)."""
+    chosen = _chosen(config, choose or {})
+    used = {name for kind, names in chosen.items() for component in names
+            for name in _uses(kind, component)}
+    stages: dict[str, str] = {}
+    for setting in SETTINGS:
+        kind, _, component = setting.owner.partition(" ")
+        if component and component not in chosen.get(kind, ()) and setting.name not in used:
+            continue
+        if setting.applies is not None and not setting.applies(config):
+            continue
+        stages.setdefault(setting.name, setting.stage)
+    for name, stage in list(stages.items()):
+        brings = SETTINGS[name].brings
+        for brought in brings(getattr(config, name)) if brings else ():
+            if STAGES.index(stage) < STAGES.index(stages.get(brought, STAGES[-1])):
+                stages[brought] = stage
+    return stages
+
+
+def _uses(kind: str, name: str) -> tuple[str, ...]:
+    registry = REGISTRIES[kind]
+    return tuple(registry.get(name).options.get("uses", ())) if name in registry.names() else ()
+
+
+def stage_values(config: Any, stage: str, stages: Mapping[str, str] | None = None) -> tuple:
+    """(name, value) of the settings of `stage` that apply to `config`, in the table's order."""
+    stages = applying(config) if stages is None else stages
+    return tuple((name, getattr(config, name)) for name, of in _ordered(stages) if of == stage)
+
+
+def key_through(config: Any, stage: str, stages: Mapping[str, str] | None = None) -> tuple:
+    """The values of every stage up to and including `stage`: what that stage's results depend on."""
+    stages = applying(config) if stages is None else stages
+    return tuple(stage_values(config, earlier, stages) for earlier in STAGES[:STAGES.index(stage) + 1])
+
+
+def component_key(config: Any, kind: str, name: str, through: str) -> tuple:
+    """``key_through`` with `name` the only `kind` chosen, less the setting that chooses `kind`."""
+    stages = dict(applying(config, {kind: (name,)}))
+    stages.pop(REGISTRIES[kind].setting or "", None)
+    return key_through(config, through, stages)
+
+
+def _ordered(stages: Mapping[str, str]) -> list[tuple[str, str]]:
+    order = {setting.name: position for position, setting in enumerate(SETTINGS)}
+    return sorted(stages.items(), key=lambda item: order[item[0]])
