@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from rag_core.evaluate.golden import GoldenSetError, load_golden
-from rag_core.evaluate.page_credit import DEFAULT_PAGE_CREDIT, PageGroups, credit_rule, page_groups, tied_metric
+from rag_core.evaluate.page_credit import (DEFAULT_PAGE_CREDIT, TIED_METRICS, WITHOUT_CUTOFF, PageGroups, credit_rule,
+                                          page_groups, tied_metric)
 from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking
 from rag_core.records import Chunk, Document
 from rag_core.retrieve.parent_child import pool_scores
@@ -69,7 +70,8 @@ class RankingMetrics:
 
 def metric_names(ks: Iterable[int] = (5, 10)) -> list[str]:
     """ranx metric names, in report order: recall@k, ndcg@k, hit_rate@k for each k, then mrr."""
-    return [f"{metric}@{k}" for k in ks for metric in ("recall", "ndcg", "hit_rate")] + ["mrr"]
+    with_cutoff = [metric for metric in TIED_METRICS if metric not in WITHOUT_CUTOFF]
+    return [f"{metric}@{k}" for k in ks for metric in with_cutoff] + list(WITHOUT_CUTOFF)
 
 
 def evaluate_rankings(

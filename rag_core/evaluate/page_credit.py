@@ -114,41 +114,64 @@ def from_scores(scored: Mapping[str, float]) -> PageGroups:
     return groups
 
 
+Span = tuple[int, int, int]  # (positions before a tie group, its size, the relevant pages in it)
+
+
 def tied_metric(name: str, groups: PageGroups, relevant: set[str]) -> float:
-    """One metric (``recall@5``, ``ndcg@10``, ``hit_rate@5``, ``mrr``) of tie groups, in expectation over
-    the orders within each group; 0 when nothing is relevant or retrieved."""
+    """One metric (``recall@5``, ``ndcg@10``, ``hit_rate@5``, ``mrr``: ``TIED_METRICS``) of tie groups, in
+    expectation over the orders within each group; 0 when nothing is relevant or retrieved."""
     if not relevant or not groups:
         return 0.0
     metric, _, cutoff_text = name.partition("@")
     cutoff = int(cutoff_text) if cutoff_text else None
-    spans = []  # (positions before the group, group size, relevant pages in it)
+    spans: list[Span] = []
     before = 0
     for group in groups:
         spans.append((before, len(group), sum(page in relevant for page in group)))
         before += len(group)
-    if metric == "mrr":
-        return _expected_reciprocal_rank(spans)
-    if cutoff is None:
+    if cutoff is None and metric not in WITHOUT_CUTOFF:
         raise ValueError(f"metric {name!r} needs a cutoff (@K)")
-    inside = [(start, size, found, min(size, cutoff - start)) for start, size, found in spans if start < cutoff]
-    if metric == "recall":
-        return sum(found * shown / size for _, size, found, shown in inside) / len(relevant)
-    if metric == "hit_rate":  # 1 - P(no relevant page among the shown positions of every group)
-        return 1.0 - math.prod(math.comb(size - found, shown) / math.comb(size, shown) for _, size, found, shown in inside)
-    if metric == "ndcg":
-        gain = sum(found / size / math.log2(start + position + 1)
-                   for start, size, found, shown in inside for position in range(1, shown + 1))
-        ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(len(relevant), cutoff) + 1))
-        return gain / ideal
-    raise ValueError(f"unknown metric {name!r}; valid: recall@K, ndcg@K, hit_rate@K, mrr")
+    if metric not in TIED_METRICS:
+        raise ValueError(f"unknown metric {name!r}; valid: recall@K, ndcg@K, hit_rate@K, mrr")
+    return TIED_METRICS[metric](spans, cutoff, len(relevant))
 
 
-def _expected_reciprocal_rank(spans: Sequence[tuple[int, int, int]]) -> float:
-    """E[1 / rank of the first relevant page]: decided by the first group holding one (every position of
-    a group comes before the next group). In a random order of n pages with r relevant, the first
-    relevant one is at position j with probability C(n - j, r - 1) / C(n, r)."""
+def _inside(spans: Sequence[Span], cutoff: int) -> list[tuple[int, int, int, int]]:
+    """(start, size, found, positions shown within the cutoff) of each group that starts before it."""
+    return [(start, size, found, min(size, cutoff - start)) for start, size, found in spans if start < cutoff]
+
+
+def _recall(spans: Sequence[Span], cutoff: int, relevant: int) -> float:
+    return sum(found * shown / size for _, size, found, shown in _inside(spans, cutoff)) / relevant
+
+
+def _ndcg(spans: Sequence[Span], cutoff: int, relevant: int) -> float:
+    gain = sum(found / size / math.log2(start + position + 1)
+               for start, size, found, shown in _inside(spans, cutoff) for position in range(1, shown + 1))
+    ideal = sum(1.0 / math.log2(rank + 1) for rank in range(1, min(relevant, cutoff) + 1))
+    return gain / ideal
+
+
+def _hit_rate(spans: Sequence[Span], cutoff: int, relevant: int) -> float:
+    """1 - P(no relevant page among the shown positions of every group)."""
+    return 1.0 - math.prod(math.comb(size - found, shown) / math.comb(size, shown)
+                           for _, size, found, shown in _inside(spans, cutoff))
+
+
+def _expected_reciprocal_rank(spans: Sequence[Span], cutoff: int | None = None, relevant: int = 0) -> float:
+    """E[1 / rank of the first relevant page] (MRR takes no cutoff: one given is not applied): decided by
+    the first group holding one (every position of a group comes before the next group). In a random
+    order of n pages with r relevant, the first relevant one is at position j with probability
+    C(n - j, r - 1) / C(n, r)."""
     for start, size, found in spans:
         if found:
             total = math.comb(size, found)
             return sum(math.comb(size - j, found - 1) / total / (start + j) for j in range(1, size - found + 2))
     return 0.0
+
+
+# metric name -> function(spans, cutoff, number relevant), in report order: adding a metric is one
+# function and one line (metric_names lists them: each with @K, those in WITHOUT_CUTOFF once)
+TIED_METRICS: dict[str, Callable[[Sequence[Span], int | None, int], float]] = {
+    "recall": _recall, "ndcg": _ndcg, "hit_rate": _hit_rate, "mrr": _expected_reciprocal_rank}
+WITHOUT_CUTOFF = ("mrr",)

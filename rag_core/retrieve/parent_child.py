@@ -56,7 +56,27 @@ def collapse_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[
     return list(parents.values())
 
 
-PAGE_POOLS = ("max", "sum", "mean_top")  # page_score's pooling rules (config adds "first": no pooling)
+
+
+def _mean_top(scores: Sequence[float], top_m: int) -> float:
+    best = sorted(scores, reverse=True)[:max(1, top_m)]
+    return sum(best) / len(best)
+
+
+# The one pooling table: name -> function(scores of a unit's parts, top_m) -> the unit's score. page_score
+# (PAGE_POOLS), dense_pooling, page_pooling and parent-child (POOLINGS) all pool through it; adding a rule
+# is one function and one line (and its name in the settings' choices).
+POOLS: dict[str, Callable[[Sequence[float], int], float]] = {
+    "max": lambda scores, top_m: max(scores),
+    "sum": lambda scores, top_m: sum(scores),
+    "mean_top": _mean_top,  # the mean of the best top_m (of all of them when fewer)
+    "mean_top2": lambda scores, top_m: _mean_top(scores, 2),
+}
+PAGE_POOLS = ("max", "sum", "mean_top")  # page_score's rules (config adds "first": no pooling)
+# dense_pooling's and parent-child's rules: a unit's best window, or the mean of its two best (its one score
+# when it has one)
+POOLINGS: dict[str, Callable[[list[float]], float]] = {
+    name: (lambda scores, pool=POOLS[name]: pool(scores, 2)) for name in ("max", "mean_top2")}
 
 
 def pool_scores(scores: Sequence[float], rule: str, top_m: int = 2) -> float:
@@ -64,19 +84,9 @@ def pool_scores(scores: Sequence[float], rule: str, top_m: int = 2) -> float:
     or ``mean_top``, the mean of the best `top_m` (of all of them when fewer)."""
     if not scores:
         raise ValueError("no scores to pool")
-    if rule == "max":
-        return max(scores)
-    if rule == "sum":
-        return sum(scores)
-    if rule == "mean_top":
-        best = sorted(scores, reverse=True)[:max(1, top_m)]
-        return sum(best) / len(best)
-    raise ValueError(f"unknown page score {rule!r}: one of {', '.join(PAGE_POOLS)}")
-
-
-# dense_pooling's rules: a unit's best window, or the mean of its two best (its one score when it has one)
-POOLINGS: dict[str, Callable[[list[float]], float]] = {"max": max,
-                                                       "mean_top2": lambda scores: pool_scores(scores, "mean_top", 2)}
+    if rule not in PAGE_POOLS:
+        raise ValueError(f"unknown page score {rule!r}: one of {', '.join(PAGE_POOLS)}")
+    return POOLS[rule](scores, top_m)
 
 
 def pool_to_parents(ranked_children: Sequence[ScoredId], parent_of: Mapping[str, str], pooling: str = "max",
