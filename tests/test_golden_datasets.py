@@ -14,6 +14,7 @@ from rag_core.cli import main as cli_main
 from rag_core.errors import BadInput
 from rag_core.evaluate.golden_records import DatasetRef, dataset_record, golden_line, parse_dataset_ref
 from rag_core.paths import SAMPLE_GOLDEN_FILE
+from rag_core.workbench.tracking.tracker import global_tracking_uri
 
 # keys in an unusual order, a provenance (a trace), an extra key, a filter, non-ASCII text, an explicit null answer
 ODD_LINES = [
@@ -103,7 +104,9 @@ def test_an_evaluation_records_the_dataset_version_it_used(sample_store, trackin
     assert used.dataset.source_type == "mlflow_evaluation_dataset"
     assert report["mlflow"]["experiment"].endswith("| golden")  # one experiment for every version of the set
     experiment_id = client.get_experiment_by_name(report["mlflow"]["experiment"]).experiment_id
-    assert experiment_id in client.get_dataset(version_1.dataset_id).experiment_ids  # in its Datasets tab
+    with global_tracking_uri(tracking_uri):  # a dataset reads its experiments through MLflow's global URI
+        linked = client.get_dataset(version_1.dataset_id).experiment_ids
+    assert experiment_id in linked  # in its Datasets tab
 
 
 def test_an_unknown_dataset_is_bad_input(sample_store, tracking_uri, capsys):  # noqa: F811

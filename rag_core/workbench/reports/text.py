@@ -24,7 +24,7 @@ from rag_core.evaluate.relevance import LEVELS
 from rag_core.retrieve.pipeline import shown_stages
 from rag_core.retrieve.retrievers import retriever_choices
 from rag_core.retrieve.windows import UNREAD_WARN_SHARE
-from rag_core.terminal_text import fit
+from rag_core.terminal_text import TERMINAL_WIDTH, fit
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
@@ -60,7 +60,8 @@ def format_answer(result: "QueryResult") -> str:
 def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> str:
     """A table: each final passage's rank and score at every stage it went through."""
     stages = shown_stages(result.retrieval)
-    header = f"{'#':>2}  {'passage':<40}" + "".join(f"{stage:>16}" for stage in stages)
+    cell = max(12, min(16, (TERMINAL_WIDTH - 44) // max(len(stages), 1)))  # the table fits 120 columns up to 6 stages
+    header = f"{'#':>2}  {'passage':<40}" + "".join(f"{stage:>{cell}}" for stage in stages)
     rows = [header, "-" * len(header)]
     for position, hit in enumerate(result.retrieval.hits, start=1):
         label = f"{hit.chunk.doc_id} p{hit.chunk.page_start}" + (
@@ -69,7 +70,7 @@ def format_explain(result: "QueryResult", config: "RagConfig | None" = None) -> 
         for stage in stages:
             score = hit.stages.get(stage)
             ran = stage in result.retrieval.stages
-            cells.append(f"{f'#{score.rank} {score.score:.4g}' if score else ('-' if ran else 'off'):>16}")
+            cells.append(f"{f'#{score.rank} {score.score:.4g}' if score else ('-' if ran else 'off'):>{cell}}")
         rows.append(f"{position:>2}  {label[:40]:<40}" + "".join(cells))
     latency = ", ".join(f"{name} {ms:.1f} ms" for name, ms in result.retrieval.latency_ms.items())
     rows += ["", "(rank and score per stage; '-' = not in that stage's list, 'off' = stage not run)",
