@@ -576,7 +576,7 @@ def test_a_damaged_chroma_database_is_one_line_and_exit_1_in_query_eval_and_inge
     assert cli_main(["eval", "--golden", str(golden), "--no-mlflow", *flags]) == 1
     assert derived_repair_text(store) in one_error_line(capsys)
     assert cli_main(["ingest", "--input", str(documents), *flags]) == 0
-    out = capsys.readouterr().out
+    out = " ".join(capsys.readouterr().out.split())  # the line is wrapped at 120 columns (terminal_text.fit)
     assert f"Repaired: the store's file {store / 'chroma' / 'chroma.sqlite3'} is damaged (empty)" in out
     assert passages(store, config) == before
 
