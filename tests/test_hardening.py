@@ -232,6 +232,7 @@ def test_a_read_only_tracking_store_is_one_line(tmp_path, monkeypatch):
 
     database = tmp_path / "mlflow.db"
     Tracker(f"sqlite:///{database}").check()  # creates the database
+    monkeypatch.chdir(tmp_path)  # MLflow makes the folder of a 'file:' path relative to here: not in the checkout
     read_only = f"sqlite:///file:{database}?mode=ro&uri=true"
     with pytest.raises(RunFailure, match=r"^MLflow tracking store .* cannot be used: .*readonly"):
         with tracking_errors(read_only):
