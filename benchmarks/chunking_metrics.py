@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus_args import add_corpus_arguments, read_corpus  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 CREDITS = ("tied", "majority", "page_order")
 PAGE_METRICS = ("page/ndcg@10", "page/mrr", "page/recall@5")
 OTHER_METRICS = ("chunk/ndcg@10", "chunk/mrr", "doc/ndcg@10")
@@ -89,8 +89,7 @@ def compared(base: dict[str, dict[str, float]], other: dict[str, dict[str, float
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", type=Path, default=ROOT / "data" / "documents")
-    parser.add_argument("--golden", type=Path, default=ROOT / "data" / "golden" / "golden.jsonl")
+    add_corpus_arguments(parser)
     parser.add_argument("--config", type=Path, help="the base configuration (YAML); default: the defaults")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a setting of the base")
     parser.add_argument("--chunkings", default=DEFAULT_CHUNKINGS,
@@ -102,13 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from rag_core.config import load_config
     from rag_core.evaluate.evaluator import evaluate_config
-    from rag_core.evaluate.golden import load_golden
-    from rag_core.ingest.corpus import Corpus
-    from rag_core.ingest.files import read_documents
 
     base = load_config(args.config, dict(item.split("=", 1) for item in args.set))
-    corpus = Corpus.of(read_documents(args.input, extract_tables=base.extract_tables).documents)
-    queries = load_golden(args.golden, doc_ids=corpus.by_id)
+    corpus, queries = read_corpus(args, base.extract_tables)
     chunkings = [item.strip() for item in args.chunkings.split(",") if item.strip()]
     runs, rows = {}, []
     with tempfile.TemporaryDirectory() as work:

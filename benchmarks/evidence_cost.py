@@ -22,15 +22,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus_args import add_corpus_arguments, read_corpus  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", type=Path, default=ROOT / "data" / "documents")
-    parser.add_argument("--golden", type=Path, default=ROOT / "data" / "golden" / "golden.jsonl")
+    add_corpus_arguments(parser)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", type=Path, default=RESULTS / "evidence_cost.json")
     args = parser.parse_args(argv)
@@ -38,13 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     from rag_core.config import load_config
     from rag_core.evaluate import evidence_budget
     from rag_core.evaluate.evaluator import evaluate_config
-    from rag_core.evaluate.golden import load_golden
-    from rag_core.ingest.corpus import Corpus
-    from rag_core.ingest.files import read_documents
 
     config = load_config(None)
-    corpus = Corpus.of(read_documents(args.input).documents)
-    queries = load_golden(args.golden, doc_ids=corpus.by_id)
+    corpus, queries = read_corpus(args)
     with tempfile.TemporaryDirectory() as store:
         evaluate_config(config, corpus, queries, store)  # cold: builds the indexes
         evals, evidence = [], []

@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from corpus_args import add_corpus_arguments  # noqa: E402
 from results_file import RESULTS, write_results  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 PAGE_RETRIEVERS = ("page_bm25", "page_bm25,page_dense", "page_dense")
 SCORES = (("first", 2), ("max", 2), ("sum", 2), ("mean_top", 2))
 METRICS = ("page/recall@5", "page/ndcg@10")
@@ -56,8 +56,7 @@ def compared(base: dict[str, dict[str, float]], other: dict[str, dict[str, float
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--input", type=Path, default=ROOT / "data" / "documents")
-    parser.add_argument("--golden", type=Path, default=ROOT / "data" / "golden" / "golden.jsonl")
+    add_corpus_arguments(parser)
     parser.add_argument("--config", type=Path, help="the base configuration (YAML); default: the defaults")
     parser.add_argument("--modes", default="|".join(PAGE_RETRIEVERS),
                         help="page retrievers added to the base's mode, runs separated by '|' "

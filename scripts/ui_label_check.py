@@ -50,10 +50,9 @@ STEP_SECONDS = 120  # the longest wait for one step of the page (a loaded machin
 
 
 # --- a trace with two labels from the Python API -------------------------------------------------
-def labelled_trace(folder: Path) -> dict[str, Any]:
-    import mlflow
-    from mlflow.entities import AssessmentSource
-
+def traced_answer(folder: Path) -> tuple[Any, Any, Path, str]:
+    """(answer, logged trace, store, tracking URI): QUESTION answered on the sample corpus (BM25, no
+    re-ranking) and traced in experiment ``queries`` of a SQLite store in `folder`."""
     from rag_core.config import RagConfig
     from rag_core.paths import SAMPLE_DOCUMENTS_DIR
     from rag_core.service import answer_query, ingest_directory
@@ -63,7 +62,14 @@ def labelled_trace(folder: Path) -> dict[str, Any]:
     ingest_directory(SAMPLE_DOCUMENTS_DIR, store, config)
     started = time.time_ns()
     result = answer_query(QUESTION, store, config, use_llm=False)
-    logged = log_answered_query(result, config, started_ns=started, tracking_uri=uri)
+    return result, log_answered_query(result, config, started_ns=started, tracking_uri=uri), store, uri
+
+
+def labelled_trace(folder: Path) -> dict[str, Any]:
+    import mlflow
+    from mlflow.entities import AssessmentSource
+
+    result, logged, store, uri = traced_answer(folder)
     first = result.retrieval.hits[0].chunk
     other = next(hit.chunk for hit in result.retrieval.hits if hit.chunk.doc_id != first.doc_id)
     mlflow.set_tracking_uri(uri)

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from ui_check import server  # noqa: E402
-from ui_label_check import QUESTION, STEP_SECONDS, Browser, browser_check_main, export  # noqa: E402
+from ui_label_check import STEP_SECONDS, Browser, browser_check_main, export, traced_answer  # noqa: E402
 
 from rag_core.retrieve.vector_stores.chroma_process import free_port  # noqa: E402
 
@@ -39,17 +39,9 @@ ANSWER_BOX = "textarea[data-component-id='mlflow.experiment-review-queue.focused
 
 def queued_trace(folder: Path) -> dict[str, Any]:
     """A traced question in experiment ``queries`` and the review queue that holds it."""
-    from rag_core.config import RagConfig
-    from rag_core.paths import SAMPLE_DOCUMENTS_DIR
-    from rag_core.service import answer_query, ingest_directory
-    from rag_core.workbench.tracking.query_traces import log_answered_query
     from rag_core.workbench.tracking.review_queue import build_review_queue
 
-    config, store, uri = RagConfig(mode="bm25", rerank_depth=0), folder / "store", f"sqlite:///{folder / 'mlflow.db'}"
-    ingest_directory(SAMPLE_DOCUMENTS_DIR, store, config)
-    started = time.time_ns()
-    result = answer_query(QUESTION, store, config, use_llm=False)
-    logged = log_answered_query(result, config, started_ns=started, tracking_uri=uri)
+    result, logged, store, uri = traced_answer(folder)
     queue = build_review_queue("queries", tracking_uri=uri)
     first = result.retrieval.hits[0].chunk  # BM25 alone, no re-ranking: the trace's first passage
     return {"uri": uri, "store": str(store), "trace_id": logged.trace_id, "queue": queue.as_json(),
