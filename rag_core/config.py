@@ -32,13 +32,13 @@ from rag_core.components.config_fields import ConfigFields
 from rag_core.components.plugins import resolve_plugins
 from rag_core.ingest.metadata import check_pattern
 from rag_core.jsonl import not_utf8
+from rag_core.llm.client import DEFAULT_LLM_MODEL
 from rag_core.retrieve.embedding import DEFAULT_EMBED_MODEL
 from rag_core.retrieve.rerank import DEFAULT_RERANK_MODEL
 
 __all__ = ["DEFAULT_EMBED_MODEL", "DEFAULT_LLM_MODEL", "DEFAULT_RERANK_MODEL", "ENV_OVERRIDES", "SETTING_HELP",
            "ConfigError", "RagConfig", "load_config", "read_yaml_mapping", "read_yaml_settings", "setting_names"]
 
-DEFAULT_LLM_MODEL = "claude-sonnet-5-5"
 LLM_PROVIDERS = ("anthropic", "openai")
 CHUNK_CONTEXTS = ("none", "title", "title_heading")
 MAX_YAML_VALUES = 100_000  # a config or sweep file holding more (aliases written out) is refused

@@ -8,9 +8,10 @@ that table at run time. This class only states, for a type checker and an editor
 removed or retyped without its line here fails, and prints the line to paste).
 
 A plugin's settings are not listed: they are read through ``RagConfig.__getattr__`` (typed ``Any``).
-Modules that ``rag_core.config`` imports itself (the registries and their components, through
-``rag_core.catalog``) annotate their ``config`` parameters with ``ConfigFields``, since importing
-``RagConfig`` there would be an import cycle; everything else uses ``RagConfig``.
+Modules below ``rag_core.config`` in the layers (``retrieve/``, ``llm/``, ``ingest/``, whose registries
+config reads through ``rag_core.catalog``) annotate their ``config`` parameters with ``ConfigFields``:
+importing ``RagConfig`` there would be an arrow up the layers (``tests/unit/test_layers.py``);
+everything above config uses ``RagConfig``.
 """
 
 from __future__ import annotations

@@ -29,13 +29,13 @@ from typing import Any
 from rag_core.api_keys import KEY_ENV
 from rag_core.api_keys import register as register_secret
 from rag_core.components.config_fields import ConfigFields
-from rag_core.config import DEFAULT_LLM_MODEL
 from rag_core.llm.backends import BACKENDS, Completion, check_provider
 from rag_core.llm.errors import TRANSIENT_ERRORS, ContextTooLong, LLMError, MissingAPIKey
 from rag_core.llm.sdk_errors import map_sdk_error
 
 log = logging.getLogger(__name__)
 
+DEFAULT_LLM_MODEL = "claude-sonnet-5-5"  # the setting llm_model's default (rag_core.config declares it)
 # provider -> model used when the configured model is the other provider's default
 DEFAULT_MODELS = {"anthropic": DEFAULT_LLM_MODEL, "openai": "gpt-5.4-mini"}
 # provider -> upper bound for the pre-send length check (tokens): the largest context window of the

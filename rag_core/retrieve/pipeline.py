@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from rag_core.components.config_fields import ConfigFields
 from rag_core.components.faults import calling, checked_scores
-from rag_core.config import RagConfig
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Chunk, Hit, ScoredId, StageScore
 from rag_core.retrieve.candidates import CANDIDATES, Candidates, FirstStage
@@ -79,7 +79,7 @@ log = logging.getLogger(__name__)
 
 
 class Pipeline:
-    def __init__(self, config: RagConfig, corpus: Corpus, store_dir: str | Path, progress: bool = False,
+    def __init__(self, config: ConfigFields, corpus: Corpus, store_dir: str | Path, progress: bool = False,
                  index: Index | None = None, reranker: BaseReranker | None = None):
         """Records the parts; nothing is read, chunked or loaded until used."""
         self.config = config

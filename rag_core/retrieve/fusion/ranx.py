@@ -22,7 +22,7 @@ from rag_core.records import Run, ScoredId
 from rag_core.retrieve.fusion import FUSIONS, RANX_METHODS
 
 if TYPE_CHECKING:
-    from rag_core.config import RagConfig
+    from rag_core.components.config_fields import ConfigFields
 
 WEIGHTED_METHODS = tuple(name for name in RANX_METHODS if FUSIONS.get(name).options["weighted"])  # take `weights`
 _QUERY = "q"
@@ -103,7 +103,7 @@ class RanxFusion:
     """A ``ranx.fuse`` method (the fusion's registered name) after ``fusion_norm``, with the
     retrievers' weights for the weighted methods (equal when none are given)."""
 
-    def __init__(self, name: str, config: RagConfig) -> None:
+    def __init__(self, name: str, config: ConfigFields) -> None:
         self.method, self.norm = name, config.fusion_norm
 
     def fuse(self, ranked: Sequence[Sequence[ScoredId]], weights: Sequence[float] | None = None) -> list[ScoredId]:

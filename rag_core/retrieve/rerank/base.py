@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from rag_core.retrieve.models import ModelLoadError
 
 if TYPE_CHECKING:
-    from rag_core.config import RagConfig
+    from rag_core.components.config_fields import ConfigFields
 
 
 @dataclass(frozen=True)
@@ -55,11 +55,11 @@ class BaseReranker(ABC):
 
     model_name: str = ""  # what it was configured with; a plugin without a model: its registered name
 
-    def __init__(self, config: RagConfig | None = None) -> None:
+    def __init__(self, config: ConfigFields | None = None) -> None:
         self.config = config  # its settings (those it declared at registration) are attributes of it
 
     @classmethod
-    def from_config(cls, config: RagConfig, cache: Any, store_dir: Path) -> "BaseReranker":
+    def from_config(cls, config: ConfigFields, cache: Any, store_dir: Path) -> "BaseReranker":
         """The re-ranker for `config`; `cache` is the store's score cache (``ScoreCache``, or None)
         and `store_dir` the store, for a re-ranker that keeps files there. Default: ``cls(config)``."""
         return cls(config)
@@ -82,13 +82,13 @@ class BaseReranker(ABC):
         return f"re-ranker {self.model_name!r}"
 
     @classmethod
-    def score_threshold(cls, config: RagConfig) -> float | None:
+    def score_threshold(cls, config: ConfigFields) -> float | None:
         """The score a re-ranked passage must reach to count as relevant for the no-answer rule;
         None: its scores have no calibrated scale (the retrievers' agreement decides instead)."""
         return None
 
 
-def score_threshold(config: RagConfig) -> float | None:
+def score_threshold(config: ConfigFields) -> float | None:
     """The configured re-ranker's ``score_threshold`` (None for a re-ranker that does not follow
     ``BaseReranker`` and declares none)."""
     from rag_core.retrieve.rerank import RERANKERS
@@ -100,7 +100,7 @@ def score_threshold(config: RagConfig) -> float | None:
 _AVAILABILITY: dict[tuple, str | None] = {}  # component key -> why it cannot run (None: it can), per process
 
 
-def rerank_unavailable(config: RagConfig, store_dir: str | Path | None = None) -> str | None:
+def rerank_unavailable(config: ConfigFields, store_dir: str | Path | None = None) -> str | None:
     """Why `config`'s re-ranker cannot run (``cross-encoder 'x' cannot be loaded (cause)``), or None:
     it can, or re-ranking is off (``rerank_depth`` 0). The sweeps' and searches' check before a point
     runs: the configured re-ranker is asked, through its ``unavailable()``."""

@@ -28,7 +28,7 @@ from rag_core.retrieve.rerank import RERANK_BACKENDS
 from rag_core.retrieve.rerank.base import BaseReranker, RerankScores
 
 if TYPE_CHECKING:
-    from rag_core.config import RagConfig
+    from rag_core.components.config_fields import ConfigFields
 
 
 _UNAVAILABLE: dict[str, ModelLoadError] = {}  # model name -> why it cannot be loaded, in this process
@@ -49,11 +49,11 @@ class CrossEncoderReranker(BaseReranker):
         self._scorer: Any = None
 
     @classmethod
-    def from_config(cls, config: RagConfig, cache: ScoreCache | None, store_dir: Path) -> "CrossEncoderReranker":
+    def from_config(cls, config: ConfigFields, cache: ScoreCache | None, store_dir: Path) -> "CrossEncoderReranker":
         return cls(config.rerank_model, cache, backend=config.rerank_backend, export_dir=Path(store_dir) / "onnx")
 
     @classmethod
-    def score_threshold(cls, config: RagConfig) -> float | None:
+    def score_threshold(cls, config: ConfigFields) -> float | None:
         return config.min_rerank_score
 
     def describe(self) -> str:

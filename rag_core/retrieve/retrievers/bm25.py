@@ -28,13 +28,13 @@ from rag_core.retrieve.retrievers.base import ChunkSet, Query, Ranked, Resources
 from rag_core.retrieve.tokenizer import NUMBERS_VERSION
 
 if TYPE_CHECKING:
-    from rag_core.config import RagConfig
+    from rag_core.components.config_fields import ConfigFields
 
 log = logging.getLogger(__name__)
 
 
 class BM25Retriever(Retriever):
-    def __init__(self, name: str, config: RagConfig, resources: Resources) -> None:
+    def __init__(self, name: str, config: ConfigFields, resources: Resources) -> None:
         super().__init__(name, config, resources)
         self.index: BM25Index | None = None
         self._doc_ids: np.ndarray | None = None  # the document of each index entry, in index order

@@ -48,7 +48,6 @@ from rag_core.retrieve.windows import Window, WindowStats, default_stride, unrea
 
 if TYPE_CHECKING:
     from rag_core.components.config_fields import ConfigFields
-    from rag_core.config import RagConfig
 
 ANN_SAMPLE = 20  # queries searched exactly too when search is approximate, to measure its recall
 WINDOW_DEPTH = 4  # approximate search with windows: windows asked of the store per unit wanted
@@ -93,7 +92,7 @@ def manifest_name(model: str, context_key: Any, vector_store: str, windows: tupl
 
 
 class DenseRetriever(Retriever):
-    def __init__(self, name: str, config: RagConfig, resources: Resources) -> None:
+    def __init__(self, name: str, config: ConfigFields, resources: Resources) -> None:
         super().__init__(name, config, resources)
         self.collection: str | None = None
         self.vector_store: Any = None

@@ -34,7 +34,7 @@ from rag_core.retrieve.retrievers.base import RETRIEVERS, ChunkSet, Query, Ranke
 from rag_core.retrieve.tokenizer import get_tokenizer
 
 if TYPE_CHECKING:
-    from rag_core.config import RagConfig
+    from rag_core.components.config_fields import ConfigFields
 
 PAGES_VERSION = 1  # part of the page units' key: bump when what a unit holds changes
 INFO_PREFIX = "page_units/"  # Ranked.info key: page_units/<retriever> -> chunk id -> what page it came from
@@ -70,7 +70,7 @@ class PageRetriever(Retriever):
 
     inner_name = ""  # the chunk retriever run over pages
 
-    def __init__(self, name: str, config: RagConfig, resources: Resources) -> None:
+    def __init__(self, name: str, config: ConfigFields, resources: Resources) -> None:
         super().__init__(name, config, resources)
         self.inner: Retriever | None = None
         self.pages: ChunkSet | None = None
