@@ -9,9 +9,10 @@ the same code.
 
 Each setting names the STAGE whose results it changes (``STAGES``, earliest first: chunking, ingest,
 index, candidates, rerank, answer, evaluation); a change invalidates the results of its stage and of
-every later one. Every reuse key (the sweep's groupings, the cost estimate's dense indexes) is derived
-from this column by ``rag_core.components.stages``; a setting that does not say is taken to change the
-chunks (``chunking``, the earliest stage: it can only make reuse rarer, never stale).
+every later one. Every reuse key (the sweep's groupings, the cost estimate's dense indexes, the
+candidates cache, the store's names) is derived from this column by ``rag_core.components.stages``; a
+setting that does not say is taken to change the chunks (``chunking``, the earliest stage: it can only
+make reuse rarer, never stale).
 
 Checks that involve several settings (``overlap < chunk_size``) are ``Rule`` functions added to the
 table; they too can come from a component.

@@ -11,22 +11,34 @@ setting's ``brings`` adds settings to its stage for some of its values
 - ``stage_values(config, stage)``: (name, value) of the applying settings of that stage, table order;
 - ``key_through(config, stage)``: those of every stage up to `stage` (what its results depend on);
 - ``component_key(config, kind, name, through)``: the same as if `name` were the only `kind` chosen,
-  less the setting that chooses (what one component's artefact, such as the dense index, depends on).
+  less the setting that chooses (what one component's artefact, such as the dense index, depends on);
+- ``unheld(config, through, held)``: those up to `through` that a key of an older format, which spells
+  out the settings `held`, does not hold (what it must add).
 
-Every reuse key the workbench keeps (sweep groupings, cost estimates, a search's built-index check) is
-one of these, so a new setting is covered by declaring its stage.
-Left out: the store's on-disk keys (``rag_core.retrieve.index``, each retriever's ``cache_key``) and the
-candidates cache's key, which keep their formats so that existing stores stay valid.
+Every reuse key is one of these, so a new setting is covered by declaring its stage:
+- the sweep's groupings (``SweepPoint.chunking_key``, ``build_key``, ``candidates_key``), the cost
+  estimate's dense indexes and chunkings, a search's check for an index already built: ``key_through``,
+  ``component_key``;
+- the candidates cache's key (``rag_core.retrieve.candidates``): ``key_through(config, "candidates")``,
+  with what no setting says (the corpus, each retriever's model as loaded and code versions);
+- the store's names (``rag_core.retrieve.index``): their format of before (``STORE_FORMAT_1``, frozen:
+  stores built before keep their names, nothing is built again or lost) plus ``unheld``: a setting
+  declared since joins the chunking folder's name (stages up to ``ingest``) or each retriever's (up to
+  ``index``) by its stage, so an index built with another value is never read.
+Left out, on purpose: caches addressed by what the computation reads rather than by settings (the
+embeddings and cross-encoder scores, by model as loaded and text; the ONNX exports, by the weights'
+files), and the sweep's re-rank lock, which follows the score cache (the chunking's settings and the
+re-ranker's own, ``Component.key``).
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 from rag_core.components.registry import REGISTRIES
 from rag_core.components.settings import SETTINGS, STAGES
 
-__all__ = ["STAGES", "applying", "component_key", "key_through", "stage_values"]
+__all__ = ["STAGES", "applying", "component_key", "key_through", "stage_values", "unheld"]
 
 
 def _chosen(config: Any, choose: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -83,6 +95,16 @@ def component_key(config: Any, kind: str, name: str, through: str) -> tuple:
     stages = dict(applying(config, {kind: (name,)}))
     stages.pop(REGISTRIES[kind].setting or "", None)
     return key_through(config, through, stages)
+
+
+def unheld(config: Any, through: str, held: Collection[str],
+           choose: Mapping[str, Sequence[str]] | None = None) -> tuple:
+    """(name, value) of the settings of the stages up to `through` that apply to `config` (`choose` as in
+    ``applying``) and that `held` does not name, in the table's order: what a key whose own format spells
+    out the settings `held` (the store's names) must add, so that a setting declared since needs no edit."""
+    stages, last = applying(config, choose), STAGES.index(through)
+    return tuple((name, getattr(config, name)) for name, stage in _ordered(stages)
+                 if STAGES.index(stage) <= last and name not in held)
 
 
 def _ordered(stages: Mapping[str, str]) -> list[tuple[str, str]]:

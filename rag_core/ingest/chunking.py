@@ -4,8 +4,8 @@ built-in ``recursive`` chunker, with page spans and character offsets.
 A chunker is registered as a class ``(name, config)`` whose ``chunk(document)`` returns the document's
 chunks in text order, each an exact span of ``Document.text`` (``span_chunk`` makes one from offsets:
 id, text and pages). ``chunk_size``, ``overlap`` and ``per_page`` are every chunker's settings (one
-may ignore some); a chunker declares its own at registration, and they join the chunking's key (the
-built-in's key is the three alone, as before chunkers were pluggable).
+may ignore some); a chunker declares its own at registration (stage ``chunking``), and they join the
+chunking's key by that stage (the built-in's key is the three alone, as before chunkers were pluggable).
 
 ``recursive``: the text is split with the coarsest separator that works (paragraph, then line, then sentence, then
 word) until every piece fits in ``chunk_size`` words; neighbouring pieces are then merged back into
@@ -238,14 +238,14 @@ def make_chunker(config: ConfigFields, count_tokens: Count | None = None) -> Chu
 
 
 def chunker_key(config: ConfigFields) -> dict[str, Any]:
-    """The settings that decide the chunks: chunk_size, overlap, per_page, and for a chunker other than
-    the built-in its name and its own settings."""
+    """The chunking settings as the store's chunking key of format 1 spells them: chunk_size, overlap,
+    per_page, the tokenizer when sizes count tokens, and a chunker other than the built-in. A chunker's own
+    settings join the key by their stage (``rag_core.retrieve.index.chunking_settings``)."""
     key: dict[str, Any] = {"chunk_size": config.chunk_size, "overlap": config.overlap, "per_page": config.per_page}
     if config.chunk_unit == "tokens":  # only then, so that the keys of words stay as they were
         key.update(chunk_unit="tokens", tokenizer=config.embed_model)
     if config.chunker != DEFAULT_CHUNKER:
         key["chunker"] = config.chunker
-        key.update((setting.name, getattr(config, setting.name)) for setting in CHUNKERS.get(config.chunker).settings)
     return key
 
 

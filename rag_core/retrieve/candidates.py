@@ -11,11 +11,14 @@ documents (through the expansion's ``search``: RM3 re-queries BM25); with severa
 lists are fused across them with RRF (``multi_query``); with several retrievers their lists are fused
 by ``fusion`` into the ``fused`` stage (with one, ``fused`` is its list).
 
-Candidates depend on the index, the retrievers and their settings, the depths, the fusion, the
-expansion, the routing, the filter and the query, not on ``k`` or re-ranking, so they are kept per
-process (``CandidatesCache``) and reused: sweep points that differ only in ``k`` or ``rerank_depth``
-retrieve nothing again. Reused candidates report the latency measured when they were computed, so
-latency does not depend on the order points ran in.
+Candidates depend on the settings of the stages up to ``candidates`` (the index, the retrievers and
+their settings, the depths, the fusion, the expansion, the routing), the filter and the query, not on
+``k`` or re-ranking, so they are kept per process (``CandidatesCache``) and reused: sweep points that
+differ only in ``k`` or ``rerank_depth`` retrieve nothing again. The cache's key lists no setting: it is
+the stage table's (``rag_core.components.stages.key_through``), with what no setting says: the corpus
+(the chunking key), each retriever's own key (the model as loaded, code versions) and routing's version.
+The cache lives in one process, so its key may change between versions freely. Reused candidates report
+the latency measured when they were computed, so latency does not depend on the order points ran in.
 Left out: retrievers run in parallel threads.
 """
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rag_core.components.faults import BUILT_IN, calling
+from rag_core.components.stages import key_through
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import ScoredId
 from rag_core.retrieve.doc_evidence import DOC_EVIDENCE, make_doc_evidence
@@ -41,7 +45,7 @@ from rag_core.retrieve.retrievers import (RETRIEVERS, Query, checked_hits, check
 from rag_core.retrieve.routing import ROUTING_VERSION, Router
 
 if TYPE_CHECKING:
-    from rag_core.config import RagConfig
+    from rag_core.components.config_fields import ConfigFields
 
 SHOWN_DOCUMENTS = 5  # of the document evidence's ranking, kept for --explain
 MAX_CACHED_CANDIDATES = 50_000  # queries x settings kept per process (a few KB each)
@@ -78,7 +82,7 @@ class Searched:
 class FirstStage:
     """Routing, expansion, retrievers and fusion for one config over one index."""
 
-    def __init__(self, config: RagConfig, index: Index) -> None:
+    def __init__(self, config: ConfigFields, index: Index) -> None:
         self.config = config
         self.index = index
         self.choices = retriever_choices(config)  # the retrievers and their weights, in mode order
@@ -114,15 +118,12 @@ class FirstStage:
 
     @functools.cached_property
     def settings_key(self) -> tuple:
-        """What the candidates of every query depend on besides the query and the filter (once per pipeline)."""
-        cfg, chunks = self.config, self.index.chunk_set
-        retrievers = tuple((r.name, r.cache_key(chunks), choice.weight) for r, choice in zip(self.retrievers, self.choices))
-        fusion = (FUSIONS.get(cfg.fusion).key(cfg), cfg.fusion_norm, cfg.fusion_weights) if self.fusion else None
-        routing = (cfg.route_docs, cfg.route_when, cfg.tokenizer, self.embeds, ROUTING_VERSION) if cfg.route_docs else None
-        evidence = (DOC_EVIDENCE.get(cfg.doc_evidence).key(cfg), cfg.route_when, cfg.tokenizer, self.embeds,
-                    ROUTING_VERSION) if self.evidence else None
-        return (self.index.chunking_key, retrievers, fusion, cfg.retrieve_depth, cfg.rrf_k, self.expansion.cache_key(),
-                self.index.context_key, routing, *((evidence,) if evidence else ()))
+        """What the candidates of every query depend on besides the query and the filter (once per
+        pipeline): the settings up to ``candidates`` (the stage table), the corpus and chunking, each
+        retriever's key (the model as loaded, code versions) and routing's version."""
+        index = self.index
+        retrievers = tuple((r.name, r.cache_key(index.retriever_chunks(r.name))) for r in self.retrievers)
+        return (index.chunking_key, retrievers, key_through(self.config, "candidates"), ROUTING_VERSION)
 
     def key(self, query: str, where: Mapping[str, Any] | None) -> tuple:
         """Everything the candidates of `query` depend on (the candidates cache's key)."""

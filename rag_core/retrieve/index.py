@@ -20,6 +20,16 @@ for. Only what the configured retrievers need is built: ``bm25`` never loads an 
 ``BuildStats`` counts the work done, so sweeps can show that no chunking was embedded twice. With
 ``chunk_context`` the retrievers index the contextual text (``rag_core.retrieve.context``) and their
 keys say so; with ``child_size`` they index children of the chunks (``rag_core.retrieve.parent_child``).
+
+The store's names and the stage column (``rag_core.components.stages``): the names of format 1 spell out
+the settings they hold (``STORE_FORMAT_1``: the chunking key, each built-in retriever's key), and stay so,
+so that every store built before keeps its names and nothing in it is built again or lost. Every other
+setting that applies, built-in or a plugin's, joins them by its stage (``stages.unheld``): one of the
+stages up to ``ingest`` joins the chunking key (a new folder), one up to ``index`` joins the key of each
+retriever it applies to (``key_context``: ``ChunkSet.context``, which every retriever's key holds). So a
+new setting is covered by declaring its stage, and a store never reads an index built with another value:
+a config that sets one gets its own names, and builds them.
+Left out: migrating names (a format-1 name is the name; there is no second format to read).
 """
 
 from __future__ import annotations
@@ -28,12 +38,12 @@ import functools
 import json
 import logging
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.components.faults import calling
-from rag_core.config import RagConfig
+from rag_core.components.stages import unheld
 from rag_core.ingest.chunking import chunker_key, make_chunker
 from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.extraction import prepare_corpus
@@ -49,22 +59,35 @@ from rag_core.retrieve.retrievers.dense import manifest_name, windows_key
 from rag_core.retrieve.vector_stores import open_vector_store
 
 if TYPE_CHECKING:
-    from rag_core.config import RagConfig
+    from rag_core.components.config_fields import ConfigFields
 
 log = logging.getLogger(__name__)
 
+# The settings the store's names of format 1 hold, each where its code spells it out: the chunking
+# key (chunker_key, child_size; extract_tables, table_text and metadata_pattern through the corpus
+# fingerprint), the chunk context (Index.context), the built-in retrievers' keys (mode: which ones),
+# the model as loaded (embed_model, embed_backend, model_fallback), and plugins (what is loaded changes
+# nothing until chosen). Frozen: a setting declared since joins the names by its stage instead.
+STORE_FORMAT_1 = frozenset({
+    "plugins", "chunk_size", "overlap", "chunk_unit", "per_page", "chunker", "child_size", "extract_tables",
+    "table_text", "chunk_context", "metadata_pattern", "mode", "bm25_backend", "tokenizer", "bm25_k1", "bm25_b",
+    "bm25_numbers", "dense_pooling", "dense_stride", "embed_model", "embed_backend", "model_fallback",
+    "vector_store"})
 
-def chunking_settings(config: RagConfig) -> dict[str, Any]:
-    """What decides the chunks a chunking key covers: the chunker's settings, and ``child_size`` when on
-    (only then, so the keys of existing stores stay as they were)."""
+
+def chunking_settings(config: ConfigFields) -> dict[str, Any]:
+    """What decides the chunks a chunking key covers: the chunker's settings, ``child_size`` when on, and
+    the settings of the stages up to ``ingest`` that format 1 does not hold (a plugin chunker's own); the
+    last two only when there are any, so the keys of existing stores stay as they were."""
     key = chunker_key(config)
     if config.child_size:
         key["child_size"] = config.child_size
+    key.update(unheld(config, "ingest", STORE_FORMAT_1))
     return key
 
 
 class Index:
-    def __init__(self, store_dir: str | Path, corpus: Corpus, config: RagConfig, progress: bool = False,
+    def __init__(self, store_dir: str | Path, corpus: Corpus, config: ConfigFields, progress: bool = False,
                  cache: ScoreCache | None = None, vector_store: Any = None, embedder: Embedder | None = None) -> None:
         """Records what to index; reads, chunks and builds nothing until asked. `cache`, `vector_store`
         and `embedder` replace the store's own (tests pass small real ones)."""
@@ -191,7 +214,9 @@ class Index:
     def dense_built(self, models: Sequence[str]) -> bool:
         """Whether a complete dense index of one of `models` (embedding cache names) is in the store, so
         that nothing would be embedded; loads no model (a search's cost estimate asks before running)."""
-        return any((self.dir / f"{manifest_name(model, self.context_key, self.config.vector_store, windows_key(self.config))}"
+        context = self.key_context("dense")
+        context_key = digest_key(*context) if context else ""
+        return any((self.dir / f"{manifest_name(model, context_key, self.config.vector_store, windows_key(self.config))}"
                                 f".json").exists()
                    for model in models)
 
@@ -205,13 +230,25 @@ class Index:
         return ChunkSet(self.search_chunks, self.dir, self.chunking_key, self.context, self.indexed_texts,
                         {doc.doc_id: metadata_fields(doc) for doc in self.corpus.documents}, self.corpus)
 
+    def key_context(self, name: str) -> tuple:
+        """What the key of retriever `name` holds besides its own settings (``ChunkSet.context``): the chunk
+        context, then the settings up to ``index`` that apply to it and that neither format 1 nor its own
+        key (``Component.key``: its settings and those it uses) holds; () for every config of format 1."""
+        own = {name for name, _ in RETRIEVERS.get(name).key(self.config)[1:]}
+        return (*self.context, *unheld(self.config, "index", STORE_FORMAT_1 | own, {"retriever": (name,)}))
+
+    def retriever_chunks(self, name: str) -> ChunkSet:
+        """What retriever `name` indexes: ``chunk_set``, with its ``key_context``."""
+        context = self.key_context(name)
+        return self.chunk_set if context == self.context else replace(self.chunk_set, context=context)
+
     # --- retrievers -----------------------------------------------------------------------
     def retriever(self, name: str) -> Retriever:
         """The retriever registered as `name`, built over this index's chunks (once)."""
         if name not in self._retrievers:
             retriever = RETRIEVERS.load(name)(name, self.config, self.resources)
             with calling(RETRIEVERS.get(name), "build"):
-                built = retriever.build(self.chunk_set)
+                built = retriever.build(self.retriever_chunks(name))
             if isinstance(built, BuildStats):  # what it did (None: nothing to report)
                 self.stats.add(built)
             self._retrievers[name] = retriever

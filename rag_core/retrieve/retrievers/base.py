@@ -131,7 +131,9 @@ class ChunkSet:
     chunks: Sequence[Chunk]  # what is searched, in index order
     folder: Path  # <store>/chunks/<chunking key>/
     chunking_key: str
-    context: tuple = ()  # what prefixes the indexed text: () or (chunk_context, its version)
+    # what every retriever's key holds besides its own settings (Index.key_context): () or (chunk_context,
+    # its version), then (name, value) of the settings format 1 of the store does not hold that apply to it
+    context: tuple = ()
     indexed_texts: Callable[[], list[str]] = lambda: []  # the text each chunk is indexed with (computed on call)
     doc_metadata: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # doc id -> its metadata fields
     corpus: Any = None  # the Corpus the chunks come from (page units read its pages); None: not known
@@ -177,9 +179,14 @@ class Retriever(ABC):
 
     def cache_key(self, chunks: ChunkSet) -> str:
         """What its index is stored under (a folder or file name inside ``chunks.folder``) and its
-        candidates are cached by: by default its name, its settings (``settings_key``) and the chunk
-        context; override it when something else changes its results."""
+        candidates are cached by: by default its name, its settings (``settings_key``) and
+        ``chunks.context``; override it when something else changes its results (and keep those)."""
         return f"{self.name}-{digest_key(*self.settings_key(), *chunks.context)}"
+
+    def index_key(self, chunks: ChunkSet) -> str:
+        """The store's name of its index over `chunks` (what a build writes): ``cache_key`` unless the
+        index is stored under another name (the dense collection, a page retriever's index of pages)."""
+        return self.cache_key(chunks)
 
     @abstractmethod
     def build(self, chunks: ChunkSet) -> BuildStats | None:

@@ -42,7 +42,7 @@ class BM25Retriever(Retriever):
 
     def cache_key(self, chunks: ChunkSet) -> str:
         cfg = self.config
-        numbers = (("numbers", NUMBERS_VERSION),) if getattr(cfg, "bm25_numbers", False) else ()
+        numbers = (("numbers", NUMBERS_VERSION),) if cfg.bm25_numbers else ()
         return f"bm25-{digest_key(cfg.bm25_backend, cfg.tokenizer, cfg.bm25_k1, cfg.bm25_b, *chunks.context, *numbers)}"
 
     def build(self, chunks: ChunkSet) -> BuildStats:

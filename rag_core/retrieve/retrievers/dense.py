@@ -123,6 +123,10 @@ class DenseRetriever(Retriever):
         pooling = f"-{self.pooling}" if self.windowed else ""
         return f"{self.manifest_name(chunks)}-{search_mode(self.config, len(chunks.chunks))}{pooling}"
 
+    def index_key(self, chunks: ChunkSet) -> str:
+        """The collection and its manifest (search mode and pooling are applied at search time)."""
+        return f"{self.collection_name(chunks)}/{self.manifest_name(chunks)}"
+
     def manifest_path(self, chunks: ChunkSet) -> Path:
         """``dense-<key>.json`` in the chunking's folder: the collection's manifest."""
         return chunks.folder / f"{self.manifest_name(chunks)}.json"

@@ -91,7 +91,7 @@ class PageRetriever(Retriever):
             documents = [by_id[doc_id] for doc_id in dict.fromkeys(chunks.doc_of.values())]
             units = page_units(documents)
             key = f"pages-{pages_key(documents)}"
-            context = chunks.context[0] if chunks.context else "none"
+            context = self.config.chunk_context
             self.pages = ChunkSet(units, chunks.folder.parent / key, key, chunks.context,
                                   lambda: indexed_texts(units, chunks.corpus, context), chunks.doc_metadata, chunks.corpus)
         return self.pages
@@ -100,6 +100,11 @@ class PageRetriever(Retriever):
         """The inner index's key over the pages, the chunking (what pages are answered with) and the tokenizer."""
         inner = self._inner().cache_key(self.page_set(chunks))
         return f"{self.name}-{digest_key(inner, chunks.chunking_key, self.config.tokenizer, PAGES_VERSION)}"
+
+    def index_key(self, chunks: ChunkSet) -> str:
+        """The inner index over the pages, in the pages' folder (shared by every chunking)."""
+        pages = self.page_set(chunks)
+        return f"{pages.folder.name}/{self._inner().index_key(pages)}"
 
     def _inner(self) -> Retriever:
         if self.inner is None:
