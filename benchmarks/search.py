@@ -64,10 +64,10 @@ import yaml
 from rag_core.config import load_config, setting_names
 from rag_core.paths import EXPERIMENTS_DIR
 from rag_core.workbench.execution.sweep import run_sweep
-from rag_core.workbench.execution.sweep_file import SweepSpec, digest, load_sweep
+from rag_core.workbench.plans.space import Budget, SearchSettings
+from rag_core.workbench.plans.sweep_file import SweepSpec, digest, load_sweep
 from rag_core.workbench.reports.compare import load_runs
 from rag_core.workbench.search.driver import SearchDriver, TrialScore, open_study
-from rag_core.workbench.search.space import Budget, SearchSettings
 from rag_core.workbench.statistics.holdout import split_queries
 from rag_core.workbench.statistics.intervals import bootstrap_interval, load_per_query
 from rag_core.workbench.tracking.tracker import Tracker, run_metrics

@@ -24,9 +24,9 @@ from rag_core.config import ConfigError, load_config
 from rag_core.ingest.chunking import chunker_key
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
-from rag_core.workbench.execution import cost
-from rag_core.workbench.execution.sweep_file import SweepPoint, load_sweep
-from rag_core.workbench.search.run import NotebookTrials
+from rag_core.workbench.execution.search_run import NotebookTrials
+from rag_core.workbench.plans import cost
+from rag_core.workbench.plans.sweep_file import SweepPoint, load_sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_FILES = ("experiments/grid.yaml", "experiments/holdout.yaml")
@@ -176,5 +176,5 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    assert NotebookTrials  # search/run.py's key is cost.dense_index_key now
+    assert NotebookTrials  # execution/search_run.py's key is cost.dense_index_key now
     sys.exit(main(sys.argv[1:]))

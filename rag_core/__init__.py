@@ -18,6 +18,6 @@ from rag_core._lazy import lazy_exports
 __version__ = "0.1.0"
 __getattr__, __all__ = lazy_exports(__name__, {
     "RagConfig": "config", "load_config": "config", "Pipeline": "retrieve.pipeline",
-    "evaluate_config": "evaluate.evaluator", "load_sweep": "workbench.execution.sweep_file", "run_sweep": "workbench.execution.sweep",
+    "evaluate_config": "evaluate.evaluator", "load_sweep": "workbench.plans.sweep_file", "run_sweep": "workbench.execution.sweep",
     "ingest_directory": "service", "answer_query": "service",
 })

@@ -144,7 +144,7 @@ def test_tune_fusion_learns_on_one_half_and_reports_on_the_other(sample_store, s
 
 def test_the_techniques_are_sweep_grid_axes():
     from rag_core.paths import PROJECT_ROOT
-    from rag_core.workbench.execution.sweep_file import load_sweep
+    from rag_core.workbench.plans.sweep_file import load_sweep
 
     spec = load_sweep(PROJECT_ROOT / "experiments" / "retrieval-techniques.yaml")
     points, _ = spec.points()

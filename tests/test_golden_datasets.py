@@ -119,7 +119,7 @@ def test_a_sweep_pins_the_newest_version_and_its_points_read_it(sample_store, tr
     from rag_core.cli.sweep import with_golden
     from rag_core.paths import SAMPLE_DOCUMENTS_DIR
     from rag_core.workbench.execution.evaluation import load_notebook_inputs
-    from rag_core.workbench.execution.sweep_file import load_sweep, path_str
+    from rag_core.workbench.plans.sweep_file import load_sweep, path_str
 
     sweep_file = tmp_path / "sweep.yaml"
     sweep_file.write_text(f"name: pinned\ninput: {SAMPLE_DOCUMENTS_DIR}\ngolden: mlflow:golden\ngrid:\n  k: [5]\n")

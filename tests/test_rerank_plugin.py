@@ -100,7 +100,7 @@ def test_the_pipeline_reranks_with_the_plugin_where_the_cross_encoder_cannot_loa
 def test_the_one_availability_check_asks_the_configured_reranker(plugin, tmp_path):
     from rag_core.retrieve.rerank import rerank_unavailable
     from rag_core.workbench.execution.sweep import _without_unavailable_rerankers
-    from rag_core.workbench.execution.sweep_file import SweepPoint
+    from rag_core.workbench.plans.sweep_file import SweepPoint
 
     missing = str(tmp_path / "no-such-cross-encoder")
     cross = RagConfig(rerank_depth=5, rerank_model=missing)
@@ -165,7 +165,7 @@ def test_the_rerank_plugin_sweep_runs_offline_from_a_clean_checkout(tmp_path):
 
 def test_the_unavailable_line_gives_the_cross_encoder_advice_only_for_cross_encoder_points(plugin):
     from rag_core.workbench.execution.sweep import _unavailable_line
-    from rag_core.workbench.execution.sweep_file import SweepPoint
+    from rag_core.workbench.plans.sweep_file import SweepPoint
 
     cross = SweepPoint(1, {}, RagConfig(rerank_depth=5))
     assert _unavailable_line([(cross, "cross-encoder 'x' cannot be loaded (gone)")]) == (

@@ -24,9 +24,9 @@ from sweep_fixtures import evaluation_notebook_with, kernel_pids, tracking_uri  
 
 from rag_core.evaluate.metrics import DEFAULT_PRIMARY_METRIC
 from rag_core.paths import NOTEBOOKS_DIR, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
+from rag_core.workbench.plans.space import Budget, Halving, RangeAxis, SearchSettings, SearchSpace
+from rag_core.workbench.reports.search_report import read_search
 from rag_core.workbench.search.driver import (FEASIBLE, RECORD_ATTR, SearchDriver, TrialScore, open_study, query_order)
-from rag_core.workbench.search.report import read_search
-from rag_core.workbench.search.space import Budget, Halving, RangeAxis, SearchSettings, SearchSpace
 
 QUERIES = [f"q{number:02d}" for number in range(20)]
 
@@ -322,7 +322,7 @@ def _query_ids(client, run, folder) -> list[str]:
 @pytest.mark.slow
 def test_a_budget_in_seconds_and_the_dry_run_estimate_from_measured_throughputs(tmp_path, tracking_uri):  # noqa: F811
     from rag_core.workbench import load_sweep, run_sweep
-    from rag_core.workbench.execution.cost import load_throughputs
+    from rag_core.workbench.plans.cost import load_throughputs
 
     path = write_search(tmp_path, strategy="tpe", budget={"seconds": 1})
     result = run_sweep(load_sweep(path), tmp_path / "store", tracking_uri=tracking_uri, echo=lambda line: None)

@@ -11,8 +11,8 @@ from conftest import run_cli
 
 from rag_core.config import ConfigError
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE
-from rag_core.workbench.search.space import (Budget, Halving, RangeAxis, SearchSpace, parse_budget, parse_range)
-from rag_core.workbench.execution.sweep_file import load_sweep
+from rag_core.workbench.plans.space import (Budget, Halving, RangeAxis, SearchSpace, parse_budget, parse_range)
+from rag_core.workbench.plans.sweep_file import load_sweep
 
 
 def write_sweep(folder, **content):

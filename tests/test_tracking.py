@@ -20,11 +20,11 @@ from rag_core.evaluate.relevance import LEVELS
 from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.files import read_documents
 from rag_core.paths import PROJECT_ROOT
+from rag_core.workbench.execution.evaluation_log import log_evaluation
 from rag_core.workbench.tracking.tracker import (
     SecretInRun,
     Tracker,
     TrackingTarget,
-    log_evaluation,
     metric_name_from_mlflow,
     mlflow_metric_name,
     run_metrics,

@@ -1,6 +1,7 @@
 """``rag-pipeline gate``: exit 1 when a candidate configuration is significantly worse than the baseline.
 
-The test and its statistics are ``rag_core.workbench.statistics.gate``; this module reads the two configuration
+The test and its statistics are ``rag_core.workbench.statistics.gate`` (both evaluations:
+``rag_core.workbench.execution.gate_run``); this module reads the two configuration
 files (setting flags apply to both), prints the table (or ``--json``) and turns the verdict into the
 exit code: 0 pass, 1 the candidate is worse, 2 bad input. A CI example: ``docs/ci-gate.yml``.
 Left out: logging the gate to MLflow (``eval`` logs a configuration's run).
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     from rag_core.cli.common import setting_flags
     from rag_core.config import load_config
     from rag_core.errors import BadInput
-    from rag_core.workbench.statistics.gate import DEFAULT_METRICS, run_gate
+    from rag_core.workbench.execution.gate_run import run_gate
+    from rag_core.workbench.statistics.gate import DEFAULT_METRICS
 
     if args.config:
         raise BadInput("gate takes its two configurations from --baseline and --candidate, not --config")

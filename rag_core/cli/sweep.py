@@ -104,9 +104,9 @@ def with_golden(spec, golden: str | None):
 
 
 def dry_run(spec, args: argparse.Namespace) -> int:
-    """Print what the sweep would cost (``rag_core.workbench.execution.cost``); run nothing."""
-    from rag_core.workbench.execution.cost import estimate, machine
+    """Print what the sweep would cost (``rag_core.workbench.plans.cost``); run nothing."""
     from rag_core.workbench.execution.evaluation import load_eval_inputs
+    from rag_core.workbench.plans.cost import estimate, machine
     from rag_core.workbench.reports.text import format_estimate
     from rag_core.workbench.statistics.holdout import split_queries
 

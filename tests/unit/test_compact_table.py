@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rag_core.workbench.execution.sweep_result import SweepResult
+from rag_core.workbench.plans.results import SweepResult
 from rag_core.workbench.reports.compact_table import compact_table, swept_columns
 from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep
 from rag_core.workbench.reports.text import format_sweep

@@ -10,8 +10,8 @@ import pytest
 from rag_core.config import load_config
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document
-from rag_core.workbench.execution.cost import (ASSUMED_WINDOW_TOKENS, TOKENS_PER_WORD, Throughputs, _to_embed,
-                                               window_count, window_tokens)
+from rag_core.workbench.plans.cost import (ASSUMED_WINDOW_TOKENS, TOKENS_PER_WORD, Throughputs, _to_embed,
+                                           window_count, window_tokens)
 
 
 @pytest.mark.parametrize("tokens, window, stride, expected", [
@@ -63,7 +63,7 @@ def test_window_length_read_from_the_store(tmp_path):
 def test_the_dry_run_line_names_the_windowed_texts():
     from types import SimpleNamespace
 
-    from rag_core.workbench.execution.cost import CostEstimate, EmbeddingNeed
+    from rag_core.workbench.plans.cost import CostEstimate, EmbeddingNeed
     from rag_core.workbench.reports.text import format_estimate
 
     needs = [EmbeddingNeed("256/0 windows", 3, 0.6, 6), EmbeddingNeed("200/0", 5, 0.5, 5)]

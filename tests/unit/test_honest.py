@@ -9,9 +9,10 @@ import yaml
 from sweep_fixtures import tiny_corpus  # noqa: F401 - fixture
 
 from rag_core.workbench import load_sweep
+from rag_core.workbench.plans.holdout_plan import default_config, extra_default_point
 from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep
 from rag_core.workbench.statistics.holdout import split_queries
-from rag_core.workbench.statistics.honest import default_config, extra_default_point, holdout_report
+from rag_core.workbench.statistics.honest import holdout_report
 from rag_core.workbench.statistics.intervals import bootstrap_interval
 
 IDS = [f"q{i}" for i in range(10)]

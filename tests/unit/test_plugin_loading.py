@@ -96,7 +96,7 @@ def _sweep_file(plugin: Counted) -> Path:
 
 
 def test_a_sweep_file_loads_a_plugin_once_for_all_its_points(plugin):
-    from rag_core.workbench.execution.sweep_file import load_sweep
+    from rag_core.workbench.plans.sweep_file import load_sweep
 
     spec = load_sweep(_sweep_file(plugin))
     points, skipped = spec.points()

@@ -17,8 +17,8 @@ from rag_core.components import REGISTRIES, SETTINGS, Component, Setting
 from rag_core.components.settings import STAGES
 from rag_core.components.stages import applying, key_through
 from rag_core.config import ConfigError, RagConfig
-from rag_core.workbench.execution.cost import dense_index_key
-from rag_core.workbench.execution.sweep_file import SweepPoint
+from rag_core.workbench.plans.cost import dense_index_key
+from rag_core.workbench.plans.sweep_file import SweepPoint
 
 # values to try beyond the generic ones, for settings whose valid values cannot be guessed from the type
 TRIES = {"mode": ["bm25,dense", "bm25"], "metadata_pattern": ["(?P<company>[^_]+)_"], "embed_model": ["packaged:minilm"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import yaml
 
-import rag_core.workbench.execution.sweep_file as sweep_file
+import rag_core.workbench.plans.sweep_file as sweep_file
 from rag_core.components import SETTINGS, Setting
 from rag_core.components.settings import GROUPS
 from rag_core.config import load_config

@@ -15,7 +15,7 @@ SUBPACKAGES = sorted(path.name for path in WORKBENCH.iterdir() if (path / "__ini
 def test_no_module_sits_loose_in_the_workbench():
     loose = sorted(path.name for path in WORKBENCH.glob("*.py") if path.name != "__init__.py")
     assert loose == []
-    assert SUBPACKAGES == ["execution", "reports", "search", "statistics", "tracking"]
+    assert SUBPACKAGES == ["execution", "plans", "reports", "search", "statistics", "tracking"]
 
 
 @pytest.mark.parametrize("name", ["", *SUBPACKAGES])

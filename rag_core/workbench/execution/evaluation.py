@@ -10,7 +10,7 @@ The corpus comes from ``--input DIR`` (read now; the read time counts as ingesti
 folder (``--beir``), or the documents already in the store. Each corpus + golden set has its own
 MLflow experiment, named ``"<corpus> | <golden set>"`` (``documents | golden`` for the sample data)
 unless ``--experiment`` names one. Metric names keep ``@`` here; only MLflow sees ``_at_``
-(see ``rag_core.workbench.tracking.tracker``). Computing metrics is ``rag_core.evaluate.evaluator``; sweeps are ``rag_core.workbench``.
+(see ``rag_core.workbench.execution.evaluation_log``). Computing metrics is ``rag_core.evaluate.evaluator``; sweeps are ``rag_core.workbench``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -27,18 +27,19 @@ from rag_core.components import load_plugins
 from rag_core.config import RagConfig, load_config, setting_names
 from rag_core.errors import BadInput
 from rag_core.evaluate.beir import load_beir
-from rag_core.evaluate.evaluator import EvalReport, evaluate_config
+from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import GoldenQuery, load_golden
 from rag_core.evaluate.golden_records import is_dataset_ref
 from rag_core.ingest.corpus import Corpus, store_corpus
 from rag_core.ingest.files import read_documents
 from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE, default_store_dir
 from rag_core.service import store_access
+from rag_core.workbench.execution.evaluation_log import log_evaluation
+from rag_core.workbench.plans.results import EvalRun
 from rag_core.workbench.tracking.datasets import log_golden_input
 from rag_core.workbench.tracking.golden_datasets import GoldenVersion, link_to_experiment, load_golden_dataset
-from rag_core.workbench.tracking.tracker import Tracker, TrackingTarget, log_evaluation, tracking_errors
+from rag_core.workbench.tracking.tracker import Tracker, TrackingTarget, tracking_errors
 
-RESULT_MIME = "application/json"  # how the notebook's last cell records its result for papermill readers
 # What evaluating and logging a run imports on first use, not at this module's import (MLflow alone is
 # ~3 s on 2 cores): ``preload`` imports it ahead, in a sweep's kernel while the kernel waits for work.
 # The SQL tracking store (the default sqlite:/// one) and the runtime of the ONNX query exports were a
@@ -109,22 +110,6 @@ def load_eval_inputs(
         raise BadInput("the golden set has no queries with relevant documents")
     return EvalInputs(corpus, tuple(queries[:max_queries] if max_queries else queries), read_seconds,
                       corpus_name, golden_name, golden_source, dataset)
-
-
-@dataclass(frozen=True)
-class EvalRun:
-    """One configuration evaluated, and where it was logged."""
-
-    report: EvalReport
-    experiment: str
-    run_id: str | None  # None when not logged
-    tracking_uri: str | None
-    timing: dict[str, float] = field(default_factory=dict)  # read, build, evaluate, log (seconds)
-
-    def record(self) -> dict[str, Any]:
-        """What the notebook records for papermill readers (the sweep, tests)."""
-        return {"run_id": self.run_id, "experiment": self.experiment, "metrics": self.report.metrics,
-                "params": self.report.params, "timing": self.timing}
 
 
 def evaluate_and_log(

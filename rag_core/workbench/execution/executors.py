@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from rag_core.workbench.execution.evaluation import EvalInputs
 from rag_core.workbench.execution.kernels import WarmKernel
-from rag_core.workbench.execution.points import PointJob, PointOutcome, run_point
-from rag_core.workbench.execution.sweep_file import SweepPoint
+from rag_core.workbench.execution.points import PointJob, run_point
+from rag_core.workbench.plans.results import PointOutcome
+from rag_core.workbench.plans.sweep_file import SweepPoint
 from rag_core.workbench.tracking.tracker import RunStatus
 
 if TYPE_CHECKING:

@@ -11,31 +11,20 @@ Left out: scheduling (``rag_core.workbench.execution.sweep``) and reading runs b
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rag_core.components import SETTINGS
 from rag_core.config import RagConfig
 from rag_core.paths import NOTEBOOKS_DIR
-from rag_core.workbench.execution.evaluation import RESULT_MIME
 from rag_core.workbench.execution.kernels import WarmKernel
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec, path_str
+from rag_core.workbench.plans.results import RESULT_MIME, PointOutcome
+from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, path_str
 from rag_core.workbench.tracking.tracker import TAG_PREFIX, Tracker, git_tags
 
 NOTEBOOK = NOTEBOOKS_DIR / "02-evaluate.ipynb"
 POINT_HASH_TAG, SWEEP_HASH_TAG, KIND_TAG = TAG_PREFIX + "point_hash", TAG_PREFIX + "sweep_hash", TAG_PREFIX + "kind"
-
-
-@dataclass(frozen=True)
-class PointOutcome:
-    point: SweepPoint
-    status: str  # FINISHED | FAILED | SKIPPED (finished in an earlier run) | UNAVAILABLE (its model cannot load)
-    run_id: str | None
-    metrics: dict[str, float] = field(default_factory=dict)
-    seconds: float = 0.0
-    error: str | None = None
-    notebook: Path | None = None
 
 
 @dataclass(frozen=True)

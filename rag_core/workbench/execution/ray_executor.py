@@ -38,8 +38,9 @@ import ray
 from rag_core.errors import RunFailure
 from rag_core.workbench.execution.evaluation import EvalInputs
 from rag_core.workbench.execution.kernels import WarmKernel
-from rag_core.workbench.execution.points import POINT_HASH_TAG, PointJob, PointOutcome, run_point
-from rag_core.workbench.execution.sweep_file import SweepPoint
+from rag_core.workbench.execution.points import POINT_HASH_TAG, PointJob, run_point
+from rag_core.workbench.plans.results import PointOutcome
+from rag_core.workbench.plans.sweep_file import SweepPoint
 from rag_core.workbench.tracking.tracker import PARENT_RUN_TAG, TAG_PREFIX, RunStatus, Tracker
 
 ATTEMPTS = 3  # a point is tried at most this often when its worker process dies

@@ -52,17 +52,18 @@ from rag_core.config import ConfigError
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.paths import NOTEBOOKS_DIR
 from rag_core.terminal_text import fitted
-from rag_core.workbench.execution.cost import record_runs
 from rag_core.workbench.execution.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.execution.executors import EXECUTORS, ExecutorCounts, PointExecutor, open_executor
 from rag_core.workbench.execution.executors import queries_without_torch  # noqa: F401 - its name here before executors
 from rag_core.workbench.execution.kernels import WarmKernel
-from rag_core.workbench.execution.points import NOTEBOOK, PointJob, PointOutcome
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec, digest
-from rag_core.workbench.execution.sweep_result import SweepResult
+from rag_core.workbench.execution.points import NOTEBOOK, PointJob
+from rag_core.workbench.execution.search_run import run_search
 from rag_core.workbench.execution.sweep_runs import finished_points, log_parent_summary, parent_run
-from rag_core.workbench.reports.sweep_report import plan_holdout, sweep_table
-from rag_core.workbench.search.run import run_search
+from rag_core.workbench.plans.cost import record_runs
+from rag_core.workbench.plans.holdout_plan import plan_holdout
+from rag_core.workbench.plans.results import PointOutcome, SweepResult
+from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, digest
+from rag_core.workbench.reports.sweep_report import sweep_table
 from rag_core.workbench.tracking.tracker import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 
 TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
@@ -119,7 +120,7 @@ class GridPlan:
     skipped_invalid: list[str]  # one line per grid point that is not a valid configuration
     inputs: EvalInputs
     experiment: str
-    holdout: Any  # sweep_report.plan_holdout's plan, or None
+    holdout: Any  # holdout_plan.plan_holdout's plan, or None
     point_hashes: dict[int, str]  # point number -> its rag.point_hash
     output_dir: Path
 

@@ -14,7 +14,7 @@ from typing import Mapping
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.workbench.execution.evaluation import EvalInputs
 from rag_core.workbench.execution.points import KIND_TAG, POINT_HASH_TAG, SWEEP_HASH_TAG
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
+from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec
 from rag_core.workbench.tracking.tracker import TAG_PREFIX, RunStatus, Tracker, git_tags, run_metrics
 
 

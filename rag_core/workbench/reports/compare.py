@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig, setting_names
+from rag_core.workbench.statistics.honest import swept_settings
 from rag_core.workbench.statistics.paired_tests import STAT_TEST, PairedReport, paired_report
 from rag_core.workbench.tracking.tracker import PARENT_RUN_TAG, TAG_PREFIX, RunStatus, Tracker, run_metrics
 
@@ -82,11 +83,6 @@ def load_runs(experiment: str, *, parent_run_id: str | None = None, tracking_uri
     if statuses is not None:
         table = table[table["status"].isin(statuses)]
     return table.reset_index(drop=True)
-
-
-def swept_settings(runs: "pd.DataFrame") -> list[str]:
-    """Settings whose value differs between the runs, in RagConfig order."""
-    return [name for name in setting_names() if name in runs and runs[name].astype(str).nunique() > 1]
 
 
 def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequence[str] | None = None,

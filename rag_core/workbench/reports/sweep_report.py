@@ -32,13 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from rag_core.evaluate.golden import GoldenQuery
 from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC
 from rag_core.retrieve.retrievers import RETRIEVERS
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
+from rag_core.workbench.plans.holdout_plan import SplitWithDefaultConfig
+from rag_core.workbench.plans.sweep_file import SweepSpec
 from rag_core.workbench.reports.compare import baseline_run, comparison_table, latest_sweep, load_runs
-from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics, split_queries
-from rag_core.workbench.statistics.honest import WinnerReport, choose, default_config, extra_default_point, holdout_report
+from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics
+from rag_core.workbench.statistics.honest import WinnerReport, choose, holdout_report
 from rag_core.workbench.statistics.intervals import load_per_query
 from rag_core.workbench.statistics.selection import BEST, SAME, WITHIN_ONE_SE, Selection
 from rag_core.workbench.tracking.tracker import Tracker
@@ -48,8 +48,7 @@ if TYPE_CHECKING:
 
     import pandas as pd
 
-    from rag_core.config import RagConfig
-    from rag_core.workbench.execution.points import PointOutcome
+    from rag_core.workbench.plans.results import PointOutcome
 
 EXTRA_POINT = "extra point"
 SPLIT_ARTIFACT = "holdout/split.json"
@@ -61,28 +60,11 @@ VS_BEST_LEGEND = ("vs best: paired t-test over queries against the best, Holm-co
 
 
 @dataclass(frozen=True)
-class SplitWithDefaultConfig:
-    """Made before a holdout sweep runs: its query split, the default configuration, and the extra
-    default point to run (None when the grid has it)."""
-    split: QuerySplit
-    default: "RagConfig | None"
-    extra: SweepPoint | None
-
-
-@dataclass(frozen=True)
 class SplitWithDefaultRun:
     """What a sweep's parent run records about its holdout: the split and the default configuration's run."""
     split: QuerySplit
     default_run_id: str | None
     default_status: str  # "grid point" | "extra point" | why the default has no score
-
-
-def plan_holdout(spec: SweepSpec, queries: Sequence[GoldenQuery],
-                 points: list[SweepPoint]) -> SplitWithDefaultConfig | None:
-    if spec.holdout is None:
-        return None
-    split = split_queries([query.id for query in queries], spec.holdout, spec.holdout_seed)
-    return SplitWithDefaultConfig(split, default_config(spec), extra_default_point(spec, points))
 
 
 def compare_sweep(runs: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"], primary_metric: str,

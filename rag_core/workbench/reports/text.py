@@ -31,10 +31,9 @@ if TYPE_CHECKING:
     from rag_core.evaluate.evaluator import EvalReport
     from rag_core.retrieve.pipeline import Retrieval
     from rag_core.service import QueryResult
-    from rag_core.workbench.execution.cost import CostEstimate
-    from rag_core.workbench.execution.evaluation import EvalRun
-    from rag_core.workbench.execution.sweep import SweepResult
-    from rag_core.workbench.execution.sweep_file import SweepSpec
+    from rag_core.workbench.plans.cost import CostEstimate
+    from rag_core.workbench.plans.results import EvalRun, SweepResult
+    from rag_core.workbench.plans.sweep_file import SweepSpec
     from rag_core.workbench.search.driver import SearchHistory
     from rag_core.workbench.statistics.honest import WinnerReport
     from rag_core.workbench.statistics.judge_calibration import Calibration
@@ -227,7 +226,7 @@ def show(evaluation: "EvalRun") -> None:
     which the sweep reads back: ``rag_core.workbench.execution.points.read_recorded_result``)."""
     from IPython.display import display
 
-    from rag_core.workbench.execution.evaluation import RESULT_MIME
+    from rag_core.workbench.plans.results import RESULT_MIME
 
     print(format_eval_report(evaluation.report))
     if evaluation.run_id:

@@ -1,14 +1,13 @@
-"""Searches: the search space, the Optuna driver, trials as child runs, their report, learned fusion weights.
+"""Searches: the Optuna driver that chooses which configurations to evaluate, and learned fusion weights.
 
-Modules: ``space`` (strategy, budget, range axes), ``driver`` (the Optuna driver: TPE, halving),
-``run`` (trials as child runs, the winner on held-out queries), ``report`` (its table and history),
-``fusion_tuning`` (fusion weights learned on tuning queries).
+Modules: ``driver`` (the Optuna driver: TPE, halving; it evaluates trials through a ``TrialEvaluator``),
+``fusion_tuning`` (fusion weights learned on tuning queries). The space searched is
+``rag_core.workbench.plans.space``; running the trials as child runs is
+``rag_core.workbench.execution.search_run``; the search's table is ``rag_core.workbench.reports.search_report``.
 """
 
 from rag_core._lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
-    "SearchSpace": "space", "SearchSettings": "space", "parse_search": "space",
-    "SearchDriver": "driver", "SearchHistory": "driver", "run_search": "run",
-    "read_search": "report", "search_table": "report", "tune_fusion": "fusion_tuning",
+    "SearchDriver": "driver", "SearchHistory": "driver", "tune_fusion": "fusion_tuning",
 })

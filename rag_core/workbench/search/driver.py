@@ -38,8 +38,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from rag_core.config import ConfigError, RagConfig, load_config
-from rag_core.workbench.execution.sweep_file import SweepPoint, digest
-from rag_core.workbench.search.space import SearchSettings, SearchSpace
+from rag_core.workbench.plans.space import SearchSettings, SearchSpace
+from rag_core.workbench.plans.sweep_file import SweepPoint, digest
 
 RECORD_ATTR = "rag"  # the user attribute holding a trial's record (JSON)
 STORAGE_TAG, STUDY_TAG = "rag.search_storage", "rag.search_study"  # on the sweep's parent run: where the study is

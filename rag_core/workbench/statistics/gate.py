@@ -1,6 +1,7 @@
 """A quality gate for CI: is a candidate configuration worse than the baseline on the same queries?
 
-Both configurations are evaluated on the same golden-set queries (``rag_core.evaluate.evaluator``).
+Both configurations are evaluated on the same golden-set queries (``rag_core.evaluate.evaluator``, run by
+``rag_core.workbench.execution.gate_run``).
 For each metric, per query, ``d_q = candidate_q - baseline_q``. The candidate fails on a metric when
 it is worse than the baseline by more than ``margin`` with a one-sided paired t-test: H0 ``mean(d) >=
 -margin`` against H1 ``mean(d) < -margin``, i.e. Student's t of ``d_q + margin`` with n - 1 degrees of
@@ -28,12 +29,10 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from rag_core.config import RagConfig
 from rag_core.errors import BadInput
 from rag_core.workbench.statistics.intervals import Interval, bootstrap_interval
 from rag_core.workbench.statistics.selection import ALPHA, holm
@@ -151,23 +150,3 @@ def gate_metrics(per_query: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
     columns = list(per_query[0]) if per_query else []
     return {name: direction for name in columns if (direction := metric_direction(name)) is not None
             and all(number(row.get(name)) for row in per_query)}
-
-
-def run_gate(baseline: RagConfig, candidate: RagConfig, *, golden: str | Path, store_dir: str | Path,
-             input_dir: str | Path | None = None, metrics: Sequence[str] = DEFAULT_METRICS, margin: float = 0.0,
-             alpha: float = ALPHA, progress: bool = False) -> GateResult:
-    """Evaluate both configurations on the golden set's queries over the store's (or `input_dir`'s) documents."""
-    from rag_core.evaluate.evaluator import evaluate_config
-    from rag_core.service import store_access
-    from rag_core.workbench.execution.evaluation import load_eval_inputs
-
-    if not 0 < alpha < 1 or not math.isfinite(margin) or margin < 0:
-        raise BadInput(f"`alpha` must be in (0, 1) and `margin` >= 0, got alpha {alpha}, margin {margin}")
-    inputs = load_eval_inputs(input_dir=input_dir, golden=golden, store_dir=store_dir, progress=progress)
-    sides = []
-    with store_access(Path(store_dir)):
-        for config in (baseline, candidate):
-            report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, progress=progress,
-                                     read_seconds=inputs.read_seconds)
-            sides.append(per_query_values(report.per_query, list(dict.fromkeys(metrics))))
-    return gate_values(*sides, margin=margin, alpha=alpha)

@@ -15,8 +15,8 @@ The default configuration is RagConfig's defaults with the sweep's base settings
 point's run is used. When it is not, it is evaluated as one extra point (point 0) under the same
 parent run: without its score on the same held-out queries there is nothing to compare the winner
 with, and one more point costs little next to a grid. It is never a candidate for the winner (the
-grid is the search space). When its model cannot be loaded (a default re-ranker, offline) it is
-reported as unavailable.
+grid is the search space; ``rag_core.workbench.plans.holdout_plan`` plans it). When its model cannot be
+loaded (a default re-ranker, offline) it is reported as unavailable.
 Left out: nested splits and repeated holdouts; the table and the MLflow logging are ``sweep_report``.
 """
 
@@ -26,9 +26,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from rag_core.config import ConfigError, RagConfig, load_config
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec
-from rag_core.workbench.reports.compare import swept_settings
+from rag_core.config import RagConfig, setting_names
 from rag_core.workbench.statistics.holdout import PARTS, QuerySplit
 from rag_core.workbench.statistics.intervals import Interval, bootstrap_interval, metric_interval
 from rag_core.workbench.statistics.selection import LATENCY_COLUMN, Cost, Selection, select
@@ -91,20 +89,9 @@ class WinnerReport:
                 "selection": self.selection.as_dict()}
 
 
-def default_config(spec: SweepSpec) -> RagConfig | None:
-    """RagConfig's defaults with the sweep's base settings; None when that combination is invalid."""
-    try:
-        return load_config(None, spec.base)
-    except ConfigError:
-        return None
-
-
-def extra_default_point(spec: SweepSpec, points: list[SweepPoint]) -> SweepPoint | None:
-    """Point 0, the default configuration, when a holdout sweep's grid does not contain it."""
-    default = default_config(spec)
-    if spec.holdout is None or default is None or any(p.config.as_params() == default.as_params() for p in points):
-        return None
-    return SweepPoint(0, {key: getattr(default, key) for key in spec.axes}, default)
+def swept_settings(runs: "pd.DataFrame") -> list[str]:
+    """Settings whose value differs between the runs, in RagConfig order."""
+    return [name for name in setting_names() if name in runs and runs[name].astype(str).nunique() > 1]
 
 
 def selection_inputs(runs: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"], metric: str,

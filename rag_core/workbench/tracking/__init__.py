@@ -10,7 +10,7 @@ from rag_core._lazy import lazy_exports
 
 __getattr__, __all__ = lazy_exports(__name__, {
     "Tracker": "tracker", "TrackingTarget": "tracker", "RunStatus": "tracker", "SecretInRun": "tracker",
-    "log_evaluation": "tracker", "run_metrics": "tracker",
+    "run_metrics": "tracker",
     "mlflow_metric_name": "mlflow_names", "metric_name_from_mlflow": "mlflow_names",
     "runs_view_url": "experiment_view", "experiment_tags": "experiment_view",
     "log_query_traces": "traces", "log_golden_input": "datasets",

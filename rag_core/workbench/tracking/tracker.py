@@ -1,4 +1,4 @@
-"""MLflow tracking: one evaluation becomes one run with its params, metrics, tags and artifacts.
+"""MLflow tracking: where runs go, how they are written and read back, and what is kept out of them.
 
 Everything goes through ``Tracker``, which holds nothing but a tracking URI, so an MLflow tracking
 server (``http://host:5000``) replaces the local store by changing that URI. The default store is
@@ -6,21 +6,12 @@ server (``http://host:5000``) replaces the local store by changing that URI. The
 overrides). For a SQLite store, each experiment keeps its artifacts next to the database, under
 ``<db folder>/artifacts/<experiment>``; a server decides that itself.
 
-What a run holds (``log_evaluation``):
-- params: every setting, the models actually used, corpus and golden-set fingerprints;
-- metrics: every metric of the report. MLflow allows only ``[A-Za-z0-9_ ./:-]`` in metric names,
-  so ``@`` is written ``_at_``: ``page/recall@5`` is logged as ``page/recall_at_5``. The mapping is
-  one-to-one and only MLflow sees it (``rag_core.workbench.tracking.mlflow_names``): the CLI's JSON, the CSV and
-  every table keep ``@``, and ``metric_name_from_mlflow`` turns names read back into the ``@`` form again;
-- tags: the git commit (``mlflow.source.git.commit``), the fingerprints, and whatever the caller adds
-  (``rag.point_hash`` for sweep points);
-- artifacts (the plots drawn by ``rag_core.workbench.reports.plots``): ``per_query.csv``, ``metrics.json`` (``@`` names), ``ranx/qrels.json`` and
-  ``ranx/run.json`` (level -> query -> item -> score, what ``ranx.compare`` needs), and the plots
-  ``plots/retrieval_by_level.png`` and ``plots/latency_by_stage.png``.
-
-Beside ``log_evaluation``, an evaluation's run gets the golden set as its dataset input
-(``rag_core.workbench.tracking.datasets``) and one trace per query (``rag_core.workbench.tracking.traces``); experiments
-are created with the tags that decide what the UI opens on (``rag_core.workbench.tracking.experiment_view``).
+A run is written with ``Tracker.start_run``, ``log``, ``log_artifacts`` and ``finish``: what one evaluation's run
+holds is ``rag_core.workbench.execution.evaluation_log``. Metric names keep ``@`` everywhere but in MLflow,
+which allows only ``[A-Za-z0-9_ ./:-]``: ``page/recall@5`` is logged as ``page/recall_at_5``, one-to-one
+(``rag_core.workbench.tracking.mlflow_names``), and ``run_metrics`` reads names back in the ``@`` form.
+Experiments are created with the tags that decide what the UI opens on
+(``rag_core.workbench.tracking.experiment_view``).
 
 A tracking store that cannot be used fails in one line, never a traceback: ``Tracker.check`` runs
 before an evaluation or a sweep does any work (an unknown scheme is bad input, exit 2; a server that
@@ -51,7 +42,6 @@ import os
 import re
 import socket
 import subprocess
-import tempfile
 import time
 import traceback
 from urllib.parse import urlsplit
@@ -62,10 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping
 from rag_core._compat import StrEnum
 from rag_core.api_keys import KEY_ENV, redact, secret_values
 from rag_core.errors import BadInput, RunFailure
-from rag_core.evaluate.page_credit import as_scores
-from rag_core.evaluate.relevance import LEVELS, collapse_ranking
 from rag_core.paths import PROJECT_ROOT, default_tracking_uri
-from rag_core.workbench.reports.plots import plot_latency_by_stage, plot_retrieval_by_level
 from rag_core.workbench.tracking.experiment_view import experiment_tags, missing_tags
 from rag_core.workbench.tracking.mlflow_names import metric_name_from_mlflow, mlflow_metric_name
 from rag_core.writes import exclusive_lock, lock_path_beside
@@ -73,7 +60,6 @@ from rag_core.writes import exclusive_lock, lock_path_beside
 if TYPE_CHECKING:
     from mlflow.entities import Run
 
-    from rag_core.evaluate.evaluator import EvalReport
 
 SECRET_ENV_VARS = tuple(KEY_ENV.values())  # ANTHROPIC_API_KEY, OPENAI_API_KEY
 TAG_PREFIX = "rag."
@@ -353,46 +339,7 @@ def run_metrics(run: "Run") -> dict[str, float]:
     return {metric_name_from_mlflow(name): value for name, value in run.data.metrics.items()}
 
 
-# --- one evaluation = one run -------------------------------------------------------------------
-def log_evaluation(report: "EvalReport", target: TrackingTarget, *, extra_artifacts: Iterable[str | Path] = ()) -> str:
-    """Log `report` where `target` says (its ``experiment`` is required) and return the run id.
-
-    Without ``target.run_id`` a run is created (nested under ``target.parent_run_id`` when given) and
-    ended FINISHED (FAILED if logging fails). With ``target.run_id`` (a run the caller created, e.g. a
-    sweep point) the report is logged into it and its status is left to the caller.
-    """
-    if not target.experiment:
-        raise ValueError("log_evaluation needs target.experiment")
-    tracker = Tracker.at(target.uri)
-    run_id, run_name = target.run_id, target.run_name
-    run_tags = {**evaluation_tags(report.params), **({TAG_PREFIX + "kind": "evaluation"} if run_id is None else {}),
-                **target.tags}
-    guard_secrets({**report.params, **run_tags, "run name": run_name or ""})
-    with tempfile.TemporaryDirectory(prefix="rag-artifacts-") as folder:
-        written = write_evaluation_artifacts(report, Path(folder))
-        guard_secret_files([*written, *map(Path, extra_artifacts)])
-        own_run = run_id is None
-        if own_run:
-            run_id = tracker.start_run(target.experiment, run_name, parent_run_id=target.parent_run_id, tags=run_tags)
-        try:
-            tracker.log(run_id, params=report.params, metrics=report.metrics, tags={} if own_run else run_tags)
-            tracker.log_artifacts(run_id, [Path(folder)])
-            tracker.log_artifacts(run_id, list(extra_artifacts))
-        except BaseException:
-            if own_run:
-                tracker.finish(run_id, RunStatus.FAILED)
-            raise
-        if own_run:
-            tracker.finish(run_id)
-    return run_id
-
-
-def evaluation_tags(params: Mapping[str, str]) -> dict[str, str]:
-    tags = {TAG_PREFIX + key: params[key] for key in ("corpus_fingerprint", "golden_fingerprint") if key in params}
-    tags.update(git_tags())
-    return tags
-
-
+# --- the code's version ------------------------------------------------------------------------
 @functools.lru_cache(maxsize=1)
 def git_tags() -> dict[str, str]:
     """The project's git commit (and whether the work tree had changes); {} outside a git checkout."""
@@ -406,39 +353,6 @@ def git_tags() -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         return {}
     return {GIT_COMMIT_TAG: commit, TAG_PREFIX + "git_dirty": str(dirty).lower()}
-
-
-def write_evaluation_artifacts(report: "EvalReport", folder: Path) -> list[Path]:
-    """per_query.csv, metrics.json, ranx/{qrels,run}.json and plots/*.png under `folder`."""
-    import pandas as pd
-
-    folder.mkdir(parents=True, exist_ok=True)
-    written = [folder / "per_query.csv", folder / "metrics.json"]
-    pd.DataFrame(report.per_query).to_csv(written[0], index=False)
-    written[1].write_text(json.dumps(report.metrics, indent=1, sort_keys=True))
-    if report.qrels:
-        (folder / "ranx").mkdir(exist_ok=True)
-        written += [folder / "ranx" / "qrels.json", folder / "ranx" / "run.json"]
-        written[-2].write_text(json.dumps(report.qrels))
-        written[-1].write_text(json.dumps(ranx_runs(report)))
-    (folder / "plots").mkdir(exist_ok=True)
-    written += [folder / "plots" / "retrieval_by_level.png", folder / "plots" / "latency_by_stage.png"]
-    plot_retrieval_by_level(report.metrics, written[-2])
-    plot_latency_by_stage(report.metrics, written[-1])
-    return written
-
-
-def ranx_runs(report: "EvalReport") -> dict[str, dict[str, dict[str, float]]]:
-    """level -> query_id -> item_id -> 1/rank: the evaluated rankings, as ranx reads them; at page level
-    the pages scored (``page_score``, ``page_credit``), where pages that share a rank share a score."""
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    for level in LEVELS:
-        runs[level] = {}
-        for query_id, chunks in report.ranked.items():
-            groups = report.pages.get(query_id) if level == "page" else None
-            runs[level][query_id] = as_scores(groups if groups is not None
-                                              else [[item] for item in collapse_ranking(chunks, level)])
-    return runs
 
 
 # --- secrets ------------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
     holdout_seed: 7                       # optional (0): which queries are held out
     select: one_se                        # optional (max): how the winner is chosen (rag_core.workbench.statistics.selection)
     strategy: tpe                         # optional: grid (default), tpe or halving; with budget, max_new_chunkings,
-    budget: 40                            #   search_seed, halving (rag_core.workbench.search.space); the grid
+    budget: 40                            #   search_seed, halving (rag_core.workbench.plans.space); the grid
                                           #   block is then the search space, ranges {low, high, step|log} allowed
 
 Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, setting flags, a listed
@@ -48,16 +48,16 @@ from typing import Any, Mapping
 
 from rag_core.components import load_plugins
 from rag_core.components.stages import applying, key_through, stage_values
-from rag_core.doc_ids import escape_controls
 from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
                              setting_names)
-from rag_core.evaluate.golden_records import is_dataset_ref
+from rag_core.doc_ids import escape_controls
 from rag_core.evaluate.evidence_budget import evidence_metric_names
+from rag_core.evaluate.golden_records import is_dataset_ref
 from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC, default_primary_metric, metric_names
 from rag_core.evaluate.relevance import LEVELS
 from rag_core.progress import progress
 from rag_core.retrieve.rerank import RERANKERS
-from rag_core.workbench.search.space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
+from rag_core.workbench.plans.space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
 from rag_core.workbench.statistics.holdout import check_holdout
 from rag_core.workbench.statistics.selection import check_select
 

@@ -14,7 +14,8 @@ through it unchanged.
 the parent run (tags ``rag.search_storage``, ``rag.search_study``), as a table with the cost spent
 so far and the best value so far, and Optuna's parameter importances (PED-ANOVA, Watanabe et al.,
 IJCAI 2023, over the trials that reached every tuning query).
-Left out: the search itself (``search``, ``search_run``), plots (``plots``).
+Left out: the search itself (``rag_core.workbench.search.driver``, ``rag_core.workbench.execution.search_run``),
+plots (``plots``).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from rag_core.workbench.execution.sweep_file import SweepSpec
+from rag_core.workbench.plans.sweep_file import SweepSpec
 from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep, log_split
 from rag_core.workbench.search.driver import COMPLETE, RECORD_ATTR, REPEAT, STORAGE_TAG, STUDY_TAG, SearchHistory, TrialRecord
 from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics

@@ -12,11 +12,12 @@ kernel, so trials reuse the models, indexes and retrieval candidates a grid reus
 
 ``run_search`` does the rest: the parent run (found again by the sweep's hash, which leaves the budget
 out), the Optuna study in ``<store>/search/studies.db`` (its name and storage as tags on the parent),
-the search itself (``search.SearchDriver``), and with ``holdout:`` the winner and the default
+the search itself (``rag_core.workbench.search.driver.SearchDriver``), and with ``holdout:`` the winner and the default
 configuration evaluated on every query (child runs tagged ``rag.search_role``), so that the held-out
 queries, which no trial saw, score the choice. The table, the holdout report and the measured
 throughputs (``cost``) come last.
-Left out: the sampler and pruners (``search``), the table (``search_report``), terminal output.
+Left out: the sampler and pruners (``rag_core.workbench.search.driver``), the table
+(``rag_core.workbench.reports.search_report``), terminal output.
 """
 
 from __future__ import annotations
@@ -31,19 +32,19 @@ from rag_core.config import ConfigError, RagConfig
 from rag_core.evaluate.evaluator import golden_fingerprint
 from rag_core.retrieve.rerank.base import rerank_unavailable
 from rag_core.retrieve.retrievers import uses_embedder
-from rag_core.workbench.execution.cost import (describe_build, dense_built, dense_index_key, load_throughputs,
-                                               record_runs)
 from rag_core.workbench.execution.evaluation import EvalInputs, load_eval_inputs
 from rag_core.workbench.execution.executors import PointExecutor, open_executor
-from rag_core.workbench.execution.points import NOTEBOOK, PointJob, PointOutcome
-from rag_core.workbench.statistics.honest import default_config
+from rag_core.workbench.execution.points import NOTEBOOK, PointJob
+from rag_core.workbench.execution.sweep_runs import finished_points, log_parent_summary, parent_run
+from rag_core.workbench.plans.cost import (describe_build, dense_built, dense_index_key, load_throughputs,
+                                           record_runs)
+from rag_core.workbench.plans.holdout_plan import default_config, plan_holdout
+from rag_core.workbench.plans.results import PointOutcome, SweepResult
+from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, digest
+from rag_core.workbench.reports.search_report import search_table
+from rag_core.workbench.reports.sweep_report import EXTRA_POINT
 from rag_core.workbench.search.driver import (STORAGE_TAG, STUDY_TAG, SearchDriver, SearchHistory, TrialScore, existing_trials,
                                        open_study)
-from rag_core.workbench.execution.sweep_file import SweepPoint, SweepSpec, digest
-from rag_core.workbench.execution.sweep_result import SweepResult
-from rag_core.workbench.execution.sweep_runs import finished_points, log_parent_summary, parent_run
-from rag_core.workbench.reports.sweep_report import EXTRA_POINT, plan_holdout
-from rag_core.workbench.search.report import search_table
 from rag_core.workbench.tracking.tracker import TAG_PREFIX, Tracker, run_metrics
 
 STUDIES = "search/studies.db"  # in the store
@@ -101,7 +102,7 @@ class NotebookTrials:
         return None if self._built[key] else describe_build(config)
 
     def cold_estimate(self, config: RagConfig) -> float | None:
-        from rag_core.workbench.execution.cost import existing_chunks
+        from rag_core.workbench.plans.cost import existing_chunks
 
         rate = self.throughputs.embed_rate(config.embed_model)
         if rate is None:

@@ -36,7 +36,7 @@ from rag_core.ingest.corpus import write_json_atomic
 from rag_core.retrieve.models import FALLBACK_EMBED_NAME
 from rag_core.retrieve.retrievers import uses_embedder
 from rag_core.retrieve.windows import default_stride
-from rag_core.workbench.execution.sweep_file import SweepSpec
+from rag_core.workbench.plans.sweep_file import SweepSpec
 from rag_core.workbench.tracking.tracker import run_metrics
 
 if TYPE_CHECKING:
