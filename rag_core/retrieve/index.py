@@ -233,9 +233,12 @@ class Index:
     def key_context(self, name: str) -> tuple:
         """What the key of retriever `name` holds besides its own settings (``ChunkSet.context``): the chunk
         context, then the settings up to ``index`` that apply to it and that neither format 1 nor its own
-        key (``Component.key``: its settings and those it uses) holds; () for every config of format 1."""
-        own = {name for name, _ in RETRIEVERS.get(name).key(self.config)[1:]}
-        return (*self.context, *unheld(self.config, "index", STORE_FORMAT_1 | own, {"retriever": (name,)}))
+        key holds (the default ``cache_key`` holds its settings and those it uses; one written by the
+        retriever is given them here too); () for every config of format 1."""
+        held = STORE_FORMAT_1
+        if RETRIEVERS.load(name).cache_key is Retriever.cache_key:
+            held = held | {setting for setting, _ in RETRIEVERS.get(name).key(self.config)[1:]}
+        return (*self.context, *unheld(self.config, "index", held, {"retriever": (name,)}))
 
     def retriever_chunks(self, name: str) -> ChunkSet:
         """What retriever `name` indexes: ``chunk_set``, with its ``key_context``."""

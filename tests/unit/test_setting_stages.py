@@ -1,11 +1,20 @@
 """Issue 43: every reuse key is derived from the settings' stage column.
 
 The property: for every built-in setting, changing it (to another valid value) changes exactly the keys
-of its stage and of the stages after it, and no earlier one: the sweep's chunking, build and candidate
-keys, and the derived keys of the re-rank, answer and evaluation stages. Settings that do not apply to a
-config (bm25's with mode dense, fusion's with one retriever) change no key at all. The derived keys follow
-the column by construction, so the column itself is checked against keys kept independently of it: the
-store's chunk key and each chosen component's own key.
+of its stage and of the stages after it, and no earlier one:
+- the derived keys (``rag_core.components.stages``): the sweep's chunking, build and candidate keys
+  (``SweepPoint``), the keys of the ingest, re-rank, answer and evaluation stages, and the cost
+  estimate's dense index key (which holds the dense retriever's settings only);
+- the keys kept outside the sweep: the candidates cache's (``FirstStage.settings_key``) and the store's
+  names (the chunking folder, and each chosen retriever's index, ``Retriever.index_key``), which keep
+  their format of before and add what it does not hold by stage; where a name holds a setting through
+  something else (the documents, the model as loaded) the test names it (``HELD_ELSEWHERE``);
+- the sweep's re-rank lock: the cross-encoder's scores are addressed by passage and model, so it moves
+  for the chunking and the re-ranker's own settings only, never for a later stage.
+A plugin's setting declares its stage the same way and moves the same keys (every stage tried).
+Settings that do not apply to a config (bm25's with mode dense, fusion's with one retriever) change no
+key at all. The store's names are computed over a small corpus with retrievers made but not built, and
+an embedding model that stands in for the configured one (its name as loaded), so nothing is loaded.
 """
 
 from __future__ import annotations
@@ -17,23 +26,87 @@ from rag_core.components import REGISTRIES, SETTINGS, Component, Setting
 from rag_core.components.settings import STAGES
 from rag_core.components.stages import applying, key_through
 from rag_core.config import ConfigError, RagConfig
+from rag_core.ingest.chunking import CHUNKERS, RecursiveChunker
+from rag_core.ingest.corpus import Corpus
+from rag_core.records import Document
+from rag_core.retrieve.candidates import FirstStage
+from rag_core.retrieve.index import STORE_FORMAT_1, Index
+from rag_core.retrieve.retrievers import RETRIEVERS, Retriever, retriever_choices
 from rag_core.workbench.plans.cost import dense_index_key
 from rag_core.workbench.plans.sweep_file import SweepPoint
 
 # values to try beyond the generic ones, for settings whose valid values cannot be guessed from the type
-TRIES = {"mode": ["bm25,dense", "bm25"], "metadata_pattern": ["(?P<company>[^_]+)_"], "embed_model": ["packaged:minilm"],
-         "plugins": [["rag_core.retrieve.fusion"]], "fusion_weights": [[0.7, 0.3]],
+TRIES = {"mode": ["bm25", "bm25,dense"], "metadata_pattern": ["(?P<company>[^_]+)_"], "embed_model": ["packaged:minilm"],
+         "plugins": [["rag_core.retrieve.fusion"]], "fusion_weights": [[0.7, 0.3]], "dense_pooling": ["first"],
          "rerank_model": ["cross-encoder/other"], "llm_model": ["another-model"], "vector_store": ["qdrant:qdrant"]}
 # what a setting needs around it to apply (or to take another value): besides choosing its component
 CONTEXT = {"fusion_weights": {"fusion": "wsum"}, "child_size": {"chunk_size": 512}}
+# Settings the store's names hold through something other than their value, which this corpus and this
+# stand-in model leave as they were: a change that changes nothing stored keeps the names.
+HELD_ELSEWHERE = {
+    "plugins": "what is loaded changes nothing until a config chooses it (the chosen names are held)",
+    "extract_tables": "the corpus fingerprint: plain-text documents have no tables (test_table_text_pdf)",
+    "table_text": "the corpus fingerprint: plain-text documents have no tables (test_table_text_pdf)",
+    "metadata_pattern": "the corpus fingerprint: the documents' metadata, which the pattern does not match here",
+    "model_fallback": "the model as loaded (Embedder.cache_name), which it changes only when the model cannot load",
+}
+TEXTS = {"cats": "Cats purr and sleep on warm windows all afternoon. " * 6,
+         "dogs": "Dogs bark at the mail carrier and chase the ball. " * 8}
+CORPUS = Corpus.of([Document.from_pages(f"{name}.txt", [text], name) for name, text in TEXTS.items()])
+DERIVED = ("chunking", "ingest", "index", "candidates", "rerank", "answer", "evaluation")
 
 
-def keys(config: RagConfig) -> dict[str, tuple]:
-    """Every derived key, by the stage it belongs to."""
+class StandInModel:
+    """The configured embedding model as if loaded: its name and backend; words as its tokens."""
+
+    def __init__(self, config: RagConfig) -> None:
+        self.cache_name = f"{config.embed_model} [{config.embed_backend}]"
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+class UnbuiltIndex(Index):
+    """An index whose retrievers are made but not built: only their keys are asked for."""
+
+    def retriever(self, name: str) -> Retriever:
+        return RETRIEVERS.load(name)(name, self.config, self.resources)
+
+
+def keys(config: RagConfig, store=None) -> dict[str, tuple]:
+    """Every key, by name: the derived ones by stage, then (with a `store` folder) those kept outside the sweep."""
     point = SweepPoint(1, {}, config)
     found = {"chunking": point.chunking_key, "index": point.build_key, "candidates": point.candidates_key}
     found.update((stage, key_through(config, stage)) for stage in ("ingest", "rerank", "answer", "evaluation"))
+    found.update({"cost": dense_index_key(config), "rerank lock": point.rerank_key})
+    if store is not None:
+        index = UnbuiltIndex(store, CORPUS, config, embedder=StandInModel(config))
+        found["chunks folder"] = index.chunking_key
+        found["store"] = {choice.name: index.retriever(choice.name).index_key(index.retriever_chunks(choice.name))
+                          for choice in retriever_choices(config)}
+        found["candidates cache"] = FirstStage(config, index).settings_key
     return found
+
+
+def expected(key: str, setting: Setting, config: RagConfig) -> bool | None:
+    """Whether a change of `setting` moves `key`: by the stage rule, with what a key holds less of (the
+    cost key: the dense retriever's; the re-rank lock: the chunking and the re-ranker's own); None: it
+    may, or may not (the store's names, for a setting they hold through the documents or the model)."""
+    stage = STAGES.index(setting.stage)
+    if key in DERIVED or key == "candidates cache":
+        return stage <= STAGES.index(key if key in DERIVED else "candidates")
+    if key == "cost":
+        dense = applying(config, {"retriever": ("dense",)})
+        return stage <= STAGES.index("index") and setting.name in dense and setting.name != "mode"
+    if key == "rerank lock":
+        own = {name for name, _ in REGISTRIES["reranker"].get(config.reranker).key(config)[1:]} | {"reranker"}
+        return setting.stage == "chunking" or setting.name in own
+    last = "ingest" if key == "chunks folder" else "index"
+    if stage > STAGES.index(last):
+        return False
+    if setting.name in HELD_ELSEWHERE or (key == "chunks folder" and setting.stage != "chunking"):
+        return None  # held by the names through the documents, the model, or (the folder) the retrievers' keys
+    return True
 
 
 def base_for(setting: Setting) -> dict:
@@ -70,18 +143,63 @@ def changed(setting: Setting, base: dict) -> RagConfig:
     raise AssertionError(f"no other valid value tried for {setting.name}")
 
 
+@pytest.fixture
+def second_components(monkeypatch):
+    """A second chunker and re-ranker (one built-in each), so that the settings choosing them can change."""
+    monkeypatch.setitem(CHUNKERS._components, "other", Component("chunker", "other", RecursiveChunker))
+    monkeypatch.setitem(REGISTRIES["reranker"]._components, "other", Component("reranker", "other", None))
+
+
 @pytest.mark.parametrize("setting", built_in_settings(), ids=lambda setting: setting.name)
-def test_a_change_changes_the_keys_of_its_stage_and_later_ones_only(setting, monkeypatch):
-    chooser = next((registry for registry in REGISTRIES.values() if registry.setting == setting.name), None)
-    if chooser is not None and len(chooser.names()) == 1:  # one built-in (chunker, reranker): a second, for the test
-        monkeypatch.setitem(chooser._components, "other", Component(chooser.kind, "other", None))
+def test_a_change_changes_the_keys_of_its_stage_and_later_ones_only(setting, second_components, tmp_path):
     base = base_for(setting)
     before, config = RagConfig.from_dict(base), changed(setting, base)
     assert setting.name in applying(before)
-    old, new = keys(before), keys(config)
-    first = STAGES.index(setting.stage)
-    for stage in old:
-        assert (old[stage] != new[stage]) == (STAGES.index(stage) >= first), (setting.name, stage)
+    old, new = keys(before, tmp_path), keys(config, tmp_path)
+    for key in old:
+        should = expected(key, setting, before)
+        if should is not None:
+            assert (old[key] != new[key]) == should, (setting.name, key)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_a_plugin_setting_moves_the_keys_of_its_stage_and_later_ones(stage, isolated_components, tmp_path):
+    SETTINGS.declare(Setting("mine_knob", int, 1, "a plugin's", stage=stage), owner="mine", origin="module mine")
+    old, new = keys(RagConfig(), tmp_path), keys(RagConfig(mine_knob=2), tmp_path)
+    held = {"cost": "index", "rerank lock": "chunking", "chunks folder": "ingest", "store": "index",
+            "candidates cache": "candidates"}  # the last stage whose settings each key holds
+    for key in old:
+        assert (old[key] != new[key]) == (STAGES.index(stage) <= STAGES.index(held.get(key, key))), key
+
+
+@pytest.mark.parametrize("stage, moved", [("chunking", True), ("index", False)])
+def test_a_plugin_chunkers_setting_joins_the_chunking_folder_by_its_stage(stage, moved, isolated_components,
+                                                                          tmp_path):
+    CHUNKERS.register("mine", RecursiveChunker, settings=[Setting("mine_min", int, 1, "a plugin's", stage=stage)])
+    old, new = keys(RagConfig(chunker="mine"), tmp_path), keys(RagConfig(chunker="mine", mine_min=2), tmp_path)
+    assert (old["chunks folder"] != new["chunks folder"]) == moved and old["store"] != new["store"]
+
+
+class OwnKey(Retriever):
+    """A plugin retriever whose cache_key leaves its own setting out."""
+
+    def cache_key(self, chunks):
+        return f"{self.name}-{len(chunks.context)}-{'-'.join(map(str, chunks.context))}"
+
+    def build(self, chunks):
+        return None
+
+    def search(self, query, depth, allowed_doc_ids=None):
+        raise NotImplementedError
+
+
+@pytest.mark.parametrize("own_key", [False, True])
+def test_a_plugin_retrievers_setting_moves_its_index_whether_its_key_holds_it_or_not(own_key, isolated_components,
+                                                                                    tmp_path):
+    implementation = OwnKey if own_key else type("DefaultKey", (OwnKey,), {"cache_key": Retriever.cache_key})
+    RETRIEVERS.register("mine", implementation, settings=[Setting("mine_depth", int, 1, "a plugin's", stage="index")])
+    old, new = keys(RagConfig(mode="mine"), tmp_path), keys(RagConfig(mode="mine", mine_depth=2), tmp_path)
+    assert old["store"] != new["store"] and old["chunks folder"] == new["chunks folder"]
 
 
 def test_every_built_in_setting_says_its_stage():
@@ -90,6 +208,20 @@ def test_every_built_in_setting_says_its_stage():
     assert stages["chunk_size"] == "chunking" and stages["table_text"] == "ingest" and stages["bm25_k1"] == "index"
     assert stages["fusion"] == "candidates" and stages["rerank_model"] == "rerank" and stages["k"] == "answer"
     assert stages["page_credit"] == "evaluation"
+
+
+def test_the_stores_format_names_built_in_settings_no_later_than_the_indexes():
+    """Format 1 is a record of what the names held; a setting declared since is added by its stage."""
+    stages = {setting.name: setting.stage for setting in built_in_settings()}
+    assert STORE_FORMAT_1 <= set(stages)
+    assert all(STAGES.index(stages[name]) <= STAGES.index("index") for name in STORE_FORMAT_1)
+
+
+def test_the_store_keeps_the_names_of_format_1(tmp_path):
+    """Names of stores built before the stage column (a default config's), unchanged: nothing is built again."""
+    names = keys(RagConfig(), tmp_path)
+    assert names["chunks folder"] == "efd53297b8a254d1"
+    assert names["store"] == {"dense": "dense-00be125fe7265739/dense-23835e327f3b8ebb", "bm25": "bm25-84b3856f6587f9ec"}
 
 
 def test_a_plugin_setting_that_does_not_say_invalidates_everything():
@@ -104,8 +236,10 @@ def test_a_plugin_setting_that_does_not_say_invalidates_everything():
     ({"mode": "bm25"}, {"fusion": "mnz"}),          # fusion with one retriever: nothing is fused
     ({"query_expansion": "none"}, {"rm3_docs": 5}),  # rm3's without rm3
 ])
-def test_a_setting_that_does_not_apply_changes_no_key(base, change):
-    assert keys(RagConfig.from_dict(base)) == keys(RagConfig.from_dict({**base, **change}))
+def test_a_setting_that_does_not_apply_changes_no_key(base, change, tmp_path):
+    before, after = keys(RagConfig.from_dict(base), tmp_path), keys(RagConfig.from_dict({**base, **change}), tmp_path)
+    before.pop("cost"), after.pop("cost")  # the dense index a config would need, whether it runs dense or not
+    assert before == after
 
 
 def test_chunks_counted_in_tokens_bring_the_embedding_model_into_the_chunking():
@@ -122,22 +256,13 @@ def test_the_dense_index_key_holds_the_dense_retrievers_settings_up_to_its_index
 
 
 @pytest.mark.parametrize("setting", built_in_settings(), ids=lambda setting: setting.name)
-def test_the_stage_agrees_with_the_keys_the_store_and_the_components_keep(setting, monkeypatch):
-    """Independent of the stage column: the store's chunk key (``chunking_settings``) holds exactly the
-    chunking settings (and some of ingest's), and a chosen component's own key (its name and settings)
-    moves only for settings no later than the stage of the setting that chooses it (a retriever's search
-    settings: candidates)."""
-    from rag_core.retrieve.index import chunking_settings
-
-    chooser = next((registry for registry in REGISTRIES.values() if registry.setting == setting.name), None)
-    if chooser is not None and len(chooser.names()) == 1:
-        monkeypatch.setitem(chooser._components, "other", Component(chooser.kind, "other", None))
+def test_the_stage_agrees_with_the_keys_the_components_keep(setting, second_components):
+    """Independent of the stage column: a chosen component's own key (its name and settings) moves only
+    for settings no later than the stage of the setting that chooses it (a retriever's search settings:
+    candidates)."""
     base = base_for(setting)
     before, after = RagConfig.from_dict(base), changed(setting, base)
     stage = STAGES.index(setting.stage)
-    moved = chunking_settings(before) != chunking_settings(after)
-    if setting.name != "plugins":  # what plugins load is not a chunk setting; its stage is the safe default
-        assert moved == (setting.stage == "chunking") or (moved and setting.stage == "ingest"), setting.name
     for registry in REGISTRIES.values():
         if registry.setting is None or registry.setting == setting.name:
             continue
@@ -145,4 +270,3 @@ def test_the_stage_agrees_with_the_keys_the_store_and_the_components_keep(settin
         for name in registry.chosen(before):
             if name in registry.names() and registry.get(name).key(before) != registry.get(name).key(after):
                 assert stage <= STAGES.index(latest), (setting.name, registry.kind)
-
