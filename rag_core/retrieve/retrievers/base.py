@@ -180,7 +180,8 @@ class Retriever(ABC):
     def cache_key(self, chunks: ChunkSet) -> str:
         """What its index is stored under (a folder or file name inside ``chunks.folder``) and its
         candidates are cached by: by default its name, its settings (``settings_key``) and
-        ``chunks.context``; override it when something else changes its results (and keep those)."""
+        ``chunks.context``; override it when something else changes its results, and keep
+        ``chunks.context`` in it (the index gives it the retriever's settings too when overridden)."""
         return f"{self.name}-{digest_key(*self.settings_key(), *chunks.context)}"
 
     def index_key(self, chunks: ChunkSet) -> str:
