@@ -22,10 +22,12 @@ Scorers (plain callables over sentences, so that tests inject their own and load
 - ``embedding_scorer``: the cosine between the question's and the sentence's embeddings, by the
   model the query already loaded;
 - ``combined_scorer``: the weighted mean of several scorers' scores, each first scaled to [0, 1] over
-  the sentences (min-max), so that no scale dominates.
-``pipeline_scorer`` builds the combination from a ``Pipeline``'s loaded parts (no new model); to keep
-a query quick it embeds only the ``EMBEDDED_SENTENCES`` sentences BM25's weights rank best
-(``shortlisted``), each up to ``EMBED_WORDS`` words.
+  the sentences (min-max), so that no scale dominates;
+- ``rank_fused_scorer``: reciprocal rank fusion of several scorers' rankings (Cormack, Clarke & Büttcher
+  2009, ``rag_core.retrieve.fusion.rrf``), scaled so that a sentence first in every ranking scores 1.
+``pipeline_scorer`` builds the weighted mean from a ``Pipeline``'s loaded parts (``pipeline_scorers``: no
+new model); to keep a query quick it embeds only the ``EMBEDDED_SENTENCES`` sentences BM25's weights
+rank best (``shortlisted``), each up to ``EMBED_WORDS`` words.
 
 A sentence ends at ``.``, ``!`` or ``?`` before white space (not after a few common abbreviations), or
 at a blank line (pages are joined by one); a heading line without a full stop stays with the sentence
@@ -34,7 +36,11 @@ widened to the sentences they cut at either end (chunks start and end mid-senten
 passages of one document are merged, so that no sentence is offered twice.
 A sentence longer than ``LONG_WORDS`` (a flattened table) is cut at its line breaks.
 Left out: sentence models (no new model), abbreviations beyond a short list, putting the chosen runs
-back in document order (they are shown best first).
+back in document order (they are shown best first). Measured and not kept (issue 44,
+``benchmarks/extractive_answers.py --rules``: none quotes the golden evidence for more than two questions
+more than the weighted mean, on the sample set or on FinanceBench dev, and none by a significant margin):
+rank fusion instead of the weighted mean, equal weights, either scorer alone, every sentence embedded, a
+fourth sentence.
 """
 
 from __future__ import annotations
@@ -42,12 +48,13 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from rag_core.doc_ids import escape_controls
 from rag_core.records import Document, Hit
+from rag_core.retrieve.fusion.rrf import reciprocal_rank_fusion
 
 if TYPE_CHECKING:
     from rag_core.retrieve.bm25 import BM25Index
@@ -279,13 +286,15 @@ def _widened(text: str, start: int, end: int) -> tuple[int, int]:
 # --- scorers ------------------------------------------------------------------------------------
 def term_weight_scorer(tokenize: Callable[[str], list[str]],
                        weight: Callable[[str], float] = lambda token: 1.0) -> SentenceScorer:
-    """The share of the question's term weight each sentence holds (distinct terms; 0 for none)."""
+    """The share of the question's term weight each sentence holds (distinct terms; 0 for none). Sums are
+    ``math.fsum``'s, exact whatever the order of a set (which changes with the process's hash seed), so
+    that sentences holding the same terms tie exactly, in every run."""
     def score(question: str, sentences: Sequence[str]) -> np.ndarray:
         terms = {token: weight(token) for token in set(tokenize(question))}
-        total = sum(terms.values())
+        total = math.fsum(terms.values())
         if total <= 0:
             return np.zeros(len(sentences))
-        return np.array([sum(terms[token] for token in set(tokenize(text)) if token in terms) / total
+        return np.array([math.fsum(terms[token] for token in set(tokenize(text)) if token in terms) / total
                          for text in sentences])
     return score
 
@@ -323,6 +332,19 @@ def combined_scorer(*weighted: tuple[SentenceScorer, float]) -> SentenceScorer:
     return score
 
 
+def rank_fused_scorer(*scorers: SentenceScorer, k: int = 60) -> SentenceScorer:
+    """Reciprocal rank fusion of the scorers' rankings of the sentences, ``sum_i 1 / (k + rank_i)`` (rank 1
+    the best; of equal scores the earlier sentence ranks first), times ``(k + 1) / len(scorers)``: a
+    sentence first in every ranking scores 1, so that ``RANK_PENALTY`` and ``MIN_SHARE_OF_BEST`` keep
+    their meaning. Ranks only: no scorer's scale matters."""
+    def score(question: str, sentences: Sequence[str]) -> np.ndarray:
+        ranked = [[str(i) for i in np.argsort(-np.asarray(scorer(question, sentences), dtype=float), kind="stable")]
+                  for scorer in scorers]
+        fused = {hit.id: hit.score for hit in reciprocal_rank_fusion(ranked, k=k)}
+        return np.array([fused[str(i)] for i in range(len(sentences))]) * (k + 1) / max(1, len(scorers))
+    return score
+
+
 def shortlisted(scorer: SentenceScorer, first: SentenceScorer, size: int) -> SentenceScorer:
     """`scorer` on the `size` sentences `first` scores best (ties: the earlier), the lowest of those
     scores on the rest: for an expensive `scorer` (an embedding per sentence)."""
@@ -343,9 +365,22 @@ def _scaled(values: np.ndarray) -> np.ndarray:
 
 
 def pipeline_scorer(pipeline: "Pipeline", lexical_weight: float = LEXICAL_WEIGHT) -> SentenceScorer:
+    """From what `pipeline` loaded for its query (``pipeline_scorers``): BM25's term weights alone, or
+    with the embedding their weighted mean (`lexical_weight` for BM25's share, the rest for the embedding's)."""
+    lexical, dense = pipeline_scorers(pipeline)
+    return lexical if dense is None else combined_scorer((lexical, lexical_weight), (dense, 1 - lexical_weight))
+
+
+class PipelineScorers(NamedTuple):
+    """The scorers a query's loaded parts give (``pipeline_scorers``)."""
+    lexical: SentenceScorer  # BM25's term weights (its idf), or the tokenizer's terms alike
+    dense: SentenceScorer | None  # the embedding's cosine; None when the query did not embed
+
+
+def pipeline_scorers(pipeline: "Pipeline", embedded: int | None = EMBEDDED_SENTENCES) -> PipelineScorers:
     """From what `pipeline` loaded for its query: BM25's idf when it searched with BM25 (else its
-    tokenizer, every term alike), plus the embedding model when it searched with it (`lexical_weight`
-    for BM25's share, the rest for the embedding's)."""
+    tokenizer, every term alike); the embedding model when it searched with it (else None), on the
+    `embedded` sentences the lexical scorer ranks best (None: every sentence)."""
     from rag_core.retrieve.retrievers import uses_embedder
     from rag_core.retrieve.tokenizer import get_tokenizer
 
@@ -354,11 +389,10 @@ def pipeline_scorer(pipeline: "Pipeline", lexical_weight: float = LEXICAL_WEIGHT
     lexical = (term_weight_scorer(index.tokenize, bm25_idf(index)) if index is not None
                else term_weight_scorer(get_tokenizer(pipeline.config.tokenizer)))
     if not uses_embedder(pipeline.config):
-        return lexical
+        return PipelineScorers(lexical, None)
     embedder: Any = pipeline.index.embedder
     encoder = embedder.query_encoder  # what embedded the question: loaded already, no new model
     heads = lambda texts: [" ".join(text.split()[:EMBED_WORDS]) for text in texts]  # noqa: E731
     dense = embedding_scorer(embedder.embed_query,
                              lambda texts: encoder.encode(heads(texts), "document", embedder.batch_size))
-    return combined_scorer((lexical, lexical_weight),
-                           (shortlisted(dense, lexical, EMBEDDED_SENTENCES), 1 - lexical_weight))
+    return PipelineScorers(lexical, dense if embedded is None else shortlisted(dense, lexical, embedded))

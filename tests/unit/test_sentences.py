@@ -13,7 +13,8 @@ import pytest
 
 from rag_core.generate.answer import extractive_answer
 from rag_core.generate.sentences import (MAX_ANSWER_WORDS, MAX_WORDS, RANK_PENALTY, bm25_idf, combined_scorer,
-                                         embedding_scorer, select_sentences, split_sentences, term_weight_scorer)
+                                         embedding_scorer, rank_fused_scorer, select_sentences, split_sentences,
+                                         term_weight_scorer)
 from rag_core.records import Chunk, Document, Hit, StageScore
 
 
@@ -109,6 +110,9 @@ def test_term_weights_are_shares_of_the_questions_weight():
     scorer = term_weight_scorer(tokenize, lambda token: weights.get(token, 0.0))
     scores = scorer("dead letter kept", ["a dead end", "letters kept here: dead letter", "nothing"])
     assert scores.tolist() == pytest.approx([3 / 6, 6 / 6, 0.0])
+    # exact sums: a sentence holding every term holds exactly all the weight, whatever order its set has
+    tenths = term_weight_scorer(tokenize, {"a": 0.1, "b": 0.2, "c": 0.3}.__getitem__)
+    assert tenths("a b c", ["c b a", "b a c", "a c b"]).tolist() == [1.0, 1.0, 1.0]  # 0.1 + 0.2 + 0.3 != 0.6 in floats
 
 
 def test_combined_scores_are_weighted_means_of_min_max_scaled_scores():
@@ -116,6 +120,18 @@ def test_combined_scores_are_weighted_means_of_min_max_scaled_scores():
     second = lambda question, texts: np.array([0.2, 0.1, 0.0])  # noqa: E731 - scaled: 1, 0.5, 0
     combined = combined_scorer((first, 0.25), (second, 0.75))("q", ["a", "b", "c"])
     assert combined.tolist() == pytest.approx([0.75, 0.5, 0.25])
+
+
+def test_rank_fused_scores_are_reciprocal_ranks_scaled_so_that_first_everywhere_is_one():
+    first = lambda question, texts: np.array([1.0, 3.0, 5.0])  # noqa: E731 - ranks 3, 2, 1
+    second = lambda question, texts: np.array([0.2, 0.3, 0.0])  # noqa: E731 - ranks 2, 1, 3
+    fused = rank_fused_scorer(first, second, k=60)("q", ["a", "b", "c"])
+    assert fused.tolist() == pytest.approx([(1 / 63 + 1 / 62) * 61 / 2, (1 / 62 + 1 / 61) * 61 / 2,
+                                            (1 / 61 + 1 / 63) * 61 / 2])
+    same_twice = rank_fused_scorer(first, first, k=10)("q", ["a", "b", "c"])
+    assert same_twice.tolist() == pytest.approx([11 / 13, 11 / 12, 1.0])
+    ties = lambda question, texts: np.array([0.5, 0.5])  # noqa: E731 - of equal scores the earlier ranks first
+    assert rank_fused_scorer(ties, k=0)("q", ["a", "b"]).tolist() == pytest.approx([1.0, 0.5])
 
 
 def test_embedding_scores_are_cosines():
