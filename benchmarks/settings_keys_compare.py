@@ -9,8 +9,9 @@ configurations, chunkings, models). Exit 1 on any difference, 0 when all agree.
 
     .venv/bin/python benchmarks/settings_keys_compare.py [SWEEP.yaml ...]
 
-Left out: the store's on-disk keys (unchanged code) and the metrics themselves (the keys decide reuse;
-the metrics of a point do not depend on which point ran before it).
+Left out: the store's names and the candidates cache's key, and the metrics themselves:
+``benchmarks/settings_keys_behaviour.py`` runs a small sweep with the code of before and of after and
+compares them (store names, metrics, cache hits, the sweep table).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from rag_core.components import SETTINGS, stages
 from rag_core.config import ConfigError, load_config
-from rag_core.ingest.chunking import chunker_key
+from rag_core.ingest.chunking import CHUNKERS
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
 from rag_core.workbench.execution.search_run import NotebookTrials
@@ -35,6 +36,17 @@ DEFAULT_FILES = ("experiments/grid.yaml", "experiments/holdout.yaml")
 OLD_BUILD_SETTINGS = ("chunk_size", "overlap", "per_page", "chunk_unit", "child_size", "chunk_context", "extract_tables",
                       "table_text", "metadata_pattern", "embed_model", "embed_backend", "vector_store", "dense_pooling",
                       "dense_stride", "mode")
+
+
+def chunker_key(cfg: Any) -> dict[str, Any]:
+    """``rag_core.ingest.chunking.chunker_key`` as it was (a chunker's own settings now join by stage)."""
+    key: dict[str, Any] = {"chunk_size": cfg.chunk_size, "overlap": cfg.overlap, "per_page": cfg.per_page}
+    if cfg.chunk_unit == "tokens":
+        key.update(chunk_unit="tokens", tokenizer=cfg.embed_model)
+    if cfg.chunker != "recursive":
+        key["chunker"] = cfg.chunker
+        key.update((setting.name, getattr(cfg, setting.name)) for setting in CHUNKERS.get(cfg.chunker).settings)
+    return key
 
 
 def old_chunking_key(cfg: Any) -> tuple:
