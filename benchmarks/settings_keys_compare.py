@@ -100,8 +100,11 @@ NAMED = {"run order": "within a chunking, points now run in the grid's order of 
 # The bug fixes: settings that change a key's results but were missing from its hand-written list. A
 # difference is accepted only where the old key with these settings added groups exactly as the new one.
 FIXES = {
+    # (llm_provider, llm_model: the LLM that writes multi_query's and HyDE's queries, which the stage keys
+    # also missed until a used setting counted at its user's stage)
     "candidate groups": ("fusion", "fusion_norm", "fusion_weights", "query_expansion", "rm3_docs", "rm3_terms",
-                         "rm3_weight", "multi_query_n", "doc_evidence", "doc_evidence_weight", "doc_evidence_docs"),
+                         "rm3_weight", "multi_query_n", "doc_evidence", "doc_evidence_weight", "doc_evidence_docs",
+                         "llm_provider", "llm_model"),
     "chunkings (cost)": ("plugins", "chunk_unit", "chunker", "chunk_context"),
     # the dense index of a plugin chunker's chunks is its own (the old list missed chunker and its settings)
     "dense indexes (cost)": ("plugins", "chunker", "sentence_overlap", "model_fallback"),

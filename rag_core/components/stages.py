@@ -3,10 +3,12 @@
 A result of one stage (the chunks, an index, a candidate list, a re-ranked order, an answer, the
 metrics) depends on the settings of its stage and of every earlier one that apply to the config: a
 setting declared by a component (owner ``"<kind> <name>"``) applies only when the config chooses that
-component (``Registry.chosen``) or a chosen component ``uses`` it; the pipeline's and a kind's own
-settings apply unless their ``applies`` says otherwise (fusion's: only with several retrievers); a
-setting's ``brings`` adds settings to its stage for some of its values
-(``chunk_unit: tokens`` makes ``embed_model``'s tokenizer part of the chunking).
+component (``Registry.chosen``) or a chosen component ``uses`` it, and a used setting counts no later
+than the latest stage of the component's settings (``llm_model``, an answer setting, changes the
+candidates of ``query_expansion: multi_query``); the pipeline's and a kind's own settings apply unless
+their ``applies`` says otherwise (fusion's: only with several retrievers); a setting's ``brings`` adds
+settings to its stage for some of its values (``chunk_unit: tokens`` makes ``embed_model``'s tokenizer
+part of the chunking).
 
 - ``stage_values(config, stage)``: (name, value) of the applying settings of that stage, table order;
 - ``key_through(config, stage)``: those of every stage up to `stage` (what its results depend on);
@@ -55,8 +57,11 @@ def _chosen(config: Any, choose: Mapping[str, Sequence[str]]) -> dict[str, tuple
 def applying(config: Any, choose: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
     """name -> stage of every setting that applies to `config` (its ``brings`` included)."""
     chosen = _chosen(config, choose or {})
-    used = {name for kind, names in chosen.items() for component in names
-            for name in _uses(kind, component)}
+    used: dict[str, int] = {}  # setting -> the latest stage a chosen component that uses it acts at
+    for kind, names in chosen.items():
+        for component in names:
+            for name in _uses(kind, component):
+                used[name] = min(used.get(name, len(STAGES)), _acts_until(kind, component))
     stages: dict[str, str] = {}
     for setting in SETTINGS:
         kind, _, component = setting.owner.partition(" ")
@@ -64,13 +69,23 @@ def applying(config: Any, choose: Mapping[str, Sequence[str]] | None = None) -> 
             continue
         if setting.applies is not None and not setting.applies(config):
             continue
-        stages.setdefault(setting.name, setting.stage)
+        stages.setdefault(setting.name, STAGES[min(STAGES.index(setting.stage), used.get(setting.name, len(STAGES)))])
     for name, stage in list(stages.items()):
         brings = SETTINGS[name].brings
         for brought in brings(getattr(config, name)) if brings else ():
             if STAGES.index(stage) < STAGES.index(stages.get(brought, STAGES[-1])):
                 stages[brought] = stage
     return stages
+
+
+def _acts_until(kind: str, name: str) -> int:
+    """The latest stage (its index) of the settings of a component and of the one that chooses its kind:
+    a setting it uses changes its results, so counts no later (an LLM's model, used by a query expansion,
+    changes the candidates)."""
+    registry = REGISTRIES[kind]
+    own = registry.get(name).settings if name in registry.names() else ()
+    chooser = (SETTINGS[registry.setting],) if registry.setting in SETTINGS else ()
+    return max((STAGES.index(setting.stage) for setting in (*own, *chooser)), default=0)
 
 
 def _uses(kind: str, name: str) -> tuple[str, ...]:

@@ -242,6 +242,15 @@ def test_a_setting_that_does_not_apply_changes_no_key(base, change, tmp_path):
     assert before == after
 
 
+@pytest.mark.parametrize("expansion, moved", [("multi_query", True), ("hyde", True), ("none", False)])
+def test_a_setting_a_chosen_component_uses_counts_at_that_components_stage(expansion, moved, tmp_path):
+    """The LLM's model is an answer setting, but the queries multi_query and HyDE write change the candidates."""
+    config = RagConfig(query_expansion=expansion, mode="bm25" if expansion != "hyde" else "dense")
+    old, new = keys(config, tmp_path), keys(config.replace(llm_model="another-model"), tmp_path)
+    assert (old["candidates"] != new["candidates"]) == moved == (old["candidates cache"] != new["candidates cache"])
+    assert old["index"] == new["index"] and old["store"] == new["store"] and old["answer"] != new["answer"]
+
+
 def test_chunks_counted_in_tokens_bring_the_embedding_model_into_the_chunking():
     words, tokens = RagConfig(embed_model="packaged:minilm"), RagConfig(chunk_unit="tokens", embed_model="packaged:minilm")
     assert keys(words)["chunking"] == keys(RagConfig())["chunking"]  # counted in words: the model is not part of it
