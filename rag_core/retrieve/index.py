@@ -101,9 +101,9 @@ class Index:
         self._embedder = embedder
         self._chunks: list[Chunk] | None = None
         self._retrievers: dict[str, Retriever] = {}
-        context = () if config.chunk_context == "none" else (config.chunk_context, CONTEXT_VERSION)
-        self.context = context  # part of every retriever's key: what prefixes the indexed text
-        self.context_key = digest_key(*context) if context else ""  # "" keeps the keys of stores built before
+        self._retriever_chunks: dict[str, ChunkSet] = {}
+        # part of every retriever's key: what prefixes the indexed text (none: (), the keys of before)
+        self.context = () if config.chunk_context == "none" else (config.chunk_context, CONTEXT_VERSION)
 
     # --- shared resources, made on first use ----------------------------------------------------
     @functools.cached_property
@@ -241,9 +241,12 @@ class Index:
         return (*self.context, *unheld(self.config, "index", held, {"retriever": (name,)}))
 
     def retriever_chunks(self, name: str) -> ChunkSet:
-        """What retriever `name` indexes: ``chunk_set``, with its ``key_context``."""
-        context = self.key_context(name)
-        return self.chunk_set if context == self.context else replace(self.chunk_set, context=context)
+        """What retriever `name` indexes: ``chunk_set``, with its ``key_context`` (made once)."""
+        if name not in self._retriever_chunks:
+            context = self.key_context(name)
+            self._retriever_chunks[name] = self.chunk_set if context == self.context else replace(self.chunk_set,
+                                                                                                  context=context)
+        return self._retriever_chunks[name]
 
     # --- retrievers -----------------------------------------------------------------------
     def retriever(self, name: str) -> Retriever:
