@@ -29,9 +29,8 @@ from rag_core.config import RagConfig
 from rag_core.evaluate.answers import judge_answers
 from rag_core.evaluate.evidence_budget import evidence_metrics
 from rag_core.evaluate.golden import GoldenQuery
-from rag_core.evaluate.metrics import (RankingMetrics, evaluate_rankings, first_relevant_rank, latency_summary,
-                                     page_rankings)
-from rag_core.evaluate.page_credit import PageGroups
+from rag_core.evaluate.metrics import (RankingMetrics, Runs, evaluate_rankings, first_relevant_rank,
+                                     latency_summary, page_rankings)
 from rag_core.evaluate.relevance import QrelsByLevel, build_qrels, evidence_as_pages
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
@@ -50,7 +49,7 @@ class EvalReport:
     qrels: QrelsByLevel = field(default_factory=dict)  # level -> query id -> relevant item -> 1
     ranked: dict[str, list[Chunk]] = field(default_factory=dict)  # query id -> the chunks scored, best first
     started_ns: dict[str, int] = field(default_factory=dict)  # query id -> when its retrieval began (epoch ns)
-    pages: dict[str, PageGroups] = field(default_factory=dict)  # query id -> the page ranking scored (tie groups)
+    runs: Runs = field(default_factory=dict)  # the rankings scored, a ranx run per level (tied pages share a score)
 
 
 def golden_fingerprint(queries: Sequence[GoldenQuery]) -> str:
@@ -86,7 +85,7 @@ def evaluate_config(
     corpus = pipeline.corpus  # as these settings extract it (tables) and describe it (metadata)
     qrels = build_qrels(judged, corpus.by_id, pipeline.index.chunks)
     run = run_queries(pipeline, queries, where, progress, on_query)
-    metrics, per_query, pages = ranking_metrics(config, queries, judged, corpus, pipeline, qrels, run.retrievals)
+    metrics, per_query, runs = ranking_metrics(config, queries, judged, corpus, pipeline, qrels, run.retrievals)
     metrics.update(latency_summary(run.latency))
     metrics.update(stats.as_metrics())
     metrics.update(pipeline.retriever_metrics())
@@ -113,7 +112,7 @@ def evaluate_config(
         params["filter"] = describe(where)
     depth = max(config.metrics_k)
     ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in run.retrievals.items()}
-    return EvalReport(metrics, rows, params, run.retrievals, qrels, ranked, run.started_ns, pages)
+    return EvalReport(metrics, rows, params, run.retrievals, qrels, ranked, run.started_ns, runs)
 
 
 @dataclass
@@ -144,8 +143,8 @@ def run_queries(pipeline: Pipeline, queries: Sequence[GoldenQuery], where: Mappi
 
 def ranking_metrics(config: RagConfig, queries: Sequence[GoldenQuery], judged: Sequence[GoldenQuery], corpus: Corpus,
                     pipeline: Pipeline, qrels: QrelsByLevel, retrievals: dict[str, Retrieval],
-                    ) -> tuple[dict[str, float], dict[str, dict[str, float]], dict[str, PageGroups]]:
-    """(averaged metrics, per-query metrics, the page rankings scored): the final ranking's, the k
+                    ) -> tuple[dict[str, float], dict[str, dict[str, float]], Runs]:
+    """(averaged metrics, per-query metrics, the final ranking as scored at each level): the final ranking's, the k
     passages' (``context/*``), the evidence at each budget (`judged`: the queries as relevance reads
     them), each fused retriever's alone, the child level's and query expansion's."""
     depth = max(config.metrics_k)
@@ -174,7 +173,7 @@ def ranking_metrics(config: RagConfig, queries: Sequence[GoldenQuery], judged: S
             result.per_query[qid].update(values)
     metrics.update(expansion_metrics(retrievals.values()))
     metrics.update({name: sum(values[name] for values in context.values()) / len(context) for name in CONTEXT_METRICS})
-    return metrics, result.per_query, pages
+    return metrics, result.per_query, result.runs
 
 
 def work_metrics(retrievals: Mapping[str, Retrieval], latency: Mapping[str, list[float]]) -> dict[str, float]:

@@ -24,15 +24,15 @@ module's job.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
 from rag_core.evaluate.golden import GoldenSetError, load_golden
-from rag_core.evaluate.page_credit import (DEFAULT_PAGE_CREDIT, TIED_METRICS, WITHOUT_CUTOFF, PageGroups, credit_rule,
-                                          page_groups, tied_metric)
+from rag_core.evaluate.page_credit import (DEFAULT_PAGE_CREDIT, TIED_METRICS, WITHOUT_CUTOFF, PageGroups, as_scores,
+                                          credit_rule, page_groups, tied_metric)
 from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking
 from rag_core.records import Chunk, Document
 from rag_core.retrieve.parent_child import pool_scores
@@ -62,10 +62,16 @@ def default_primary_metric(golden: str | Path | None, folder: Path | None = None
     return DEFAULT_PRIMARY_METRIC if quoted else FALLBACK_PRIMARY_METRIC
 
 
+Runs = dict[str, dict[str, dict[str, float]]]  # level -> query id -> item -> score: a ranx run per level
+
+
 @dataclass(frozen=True)
 class RankingMetrics:
     averages: dict[str, float]  # "page/recall@5" -> mean over queries
     per_query: dict[str, dict[str, float]]  # query_id -> "page/recall@5" -> value
+    # level -> query_id -> item -> 1 / rank: the rankings scored, in the shape of a ranx run (items that share
+    # a rank, tied pages, share a score); the queries of `ranked` only
+    runs: Runs = field(default_factory=dict)
 
 
 def metric_names(ks: Iterable[int] = (5, 10)) -> list[str]:
@@ -95,6 +101,7 @@ def evaluate_rankings(
         raise ValueError(f"ranked results for queries without qrels: {', '.join(unjudged[:5])}")
 
     per_query: dict[str, dict[str, float]] = {qid: {} for qid in query_ids}
+    runs: Runs = {level: {} for level in LEVELS}
     for level in LEVELS:
         level_qrels = qrels.get(level, {})
         for qid in query_ids:
@@ -106,10 +113,12 @@ def evaluate_rankings(
             relevant = set(level_qrels.get(qid, {}))
             for name in names:
                 per_query[qid][f"{level}/{name}"] = tied_metric(name, groups, relevant)
+            if qid in ranked:
+                runs[level][qid] = as_scores(groups)
 
     flat_names = list(per_query[query_ids[0]])
     averages = {name: float(np.mean([per_query[qid][name] for qid in query_ids])) for name in flat_names}
-    return RankingMetrics(averages, per_query)
+    return RankingMetrics(averages, per_query, runs)
 
 
 def rank_pages(chunks: Sequence[Chunk], scores: Sequence[float], rule: str = "first", top_m: int = 2,

@@ -98,3 +98,16 @@ def test_tie_groups_survive_a_ranx_run_and_back():
     scores = as_scores(groups)
     assert scores == {"a": 1.0, "b": 0.5, "c": 0.5, "d": 0.25, "e": 0.2, "f": 0.2, "g": 0.2}
     assert from_scores(scores) == groups
+
+
+def test_the_runs_written_as_ranx_run_json_are_the_rankings_scored():
+    """``RankingMetrics.runs`` (the ranx/run.json artifact) holds what the metrics scored, at every level:
+    the passage over pages 1-2 gives both pages rank 1 under ``tied`` and ranks 1 and 2 under ``page_order``."""
+    later = chunk("d", 32, 60, 2, 2)  # page 2 again: a page keeps its first occurrence
+    tied, ordered = (evaluate_rankings(QRELS_P2, {"q": [ACROSS, later]}, (1,), page_credit=credit).runs
+                     for credit in ("tied", "page_order"))
+    assert tied["chunk"] == {"q": {"c": 1.0, "d": 0.5}} and tied["doc"] == {"q": {"a.pdf": 1.0}}
+    assert tied["page"] == {"q": {P1: 1.0, P2: 1.0}}
+    assert ordered["page"] == {"q": {P1: 1.0, P2: 0.5}}
+    only_judged = evaluate_rankings(QRELS_P2, {}, (1,)).runs  # a judged query without a ranking: no run
+    assert only_judged == {"chunk": {}, "page": {}, "doc": {}}

@@ -27,8 +27,6 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Mapping
 
-from rag_core.evaluate.page_credit import as_scores
-from rag_core.evaluate.relevance import LEVELS, collapse_ranking
 from rag_core.workbench.reports.plots import plot_latency_by_stage, plot_retrieval_by_level
 from rag_core.workbench.tracking.tracker import (TAG_PREFIX, RunStatus, Tracker, TrackingTarget, git_tags,
                                                  guard_secret_files, guard_secrets)
@@ -88,22 +86,10 @@ def write_evaluation_artifacts(report: "EvalReport", folder: Path) -> list[Path]
         (folder / "ranx").mkdir(exist_ok=True)
         written += [folder / "ranx" / "qrels.json", folder / "ranx" / "run.json"]
         written[-2].write_text(json.dumps(report.qrels))
-        written[-1].write_text(json.dumps(ranx_runs(report)))
+        written[-1].write_text(json.dumps(report.runs))  # the rankings as scored
     (folder / "plots").mkdir(exist_ok=True)
     written += [folder / "plots" / "retrieval_by_level.png", folder / "plots" / "latency_by_stage.png"]
     plot_retrieval_by_level(report.metrics, written[-2])
     plot_latency_by_stage(report.metrics, written[-1])
     return written
 
-
-def ranx_runs(report: "EvalReport") -> dict[str, dict[str, dict[str, float]]]:
-    """level -> query_id -> item_id -> 1/rank: the evaluated rankings, as ranx reads them; at page level
-    the pages scored (``page_score``, ``page_credit``), where pages that share a rank share a score."""
-    runs: dict[str, dict[str, dict[str, float]]] = {}
-    for level in LEVELS:
-        runs[level] = {}
-        for query_id, chunks in report.ranked.items():
-            groups = report.pages.get(query_id) if level == "page" else None
-            runs[level][query_id] = as_scores(groups if groups is not None
-                                              else [[item] for item in collapse_ranking(chunks, level)])
-    return runs
