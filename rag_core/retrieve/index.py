@@ -54,7 +54,8 @@ from rag_core.retrieve.cache import ScoreCache
 from rag_core.retrieve.context import CONTEXT_VERSION, indexed_texts
 from rag_core.retrieve.embedding.embedder import Embedder
 from rag_core.retrieve.parent_child import child_chunks
-from rag_core.retrieve.retrievers import RETRIEVERS, ChunkSet, Resources, Retriever, digest_key, retriever_choices
+from rag_core.retrieve.retrievers import (RETRIEVERS, ChunkSet, Resources, Retriever, context_key, digest_key,
+                                          retriever_choices)
 from rag_core.retrieve.retrievers.dense import manifest_name, windows_key
 from rag_core.retrieve.vector_stores import open_vector_store
 
@@ -214,9 +215,8 @@ class Index:
     def dense_built(self, models: Sequence[str]) -> bool:
         """Whether a complete dense index of one of `models` (embedding cache names) is in the store, so
         that nothing would be embedded; loads no model (a search's cost estimate asks before running)."""
-        context = self.key_context("dense")
-        context_key = digest_key(*context) if context else ""
-        return any((self.dir / f"{manifest_name(model, context_key, self.config.vector_store, windows_key(self.config))}"
+        context = context_key(self.key_context("dense"))
+        return any((self.dir / f"{manifest_name(model, context, self.config.vector_store, windows_key(self.config))}"
                                 f".json").exists()
                    for model in models)
 

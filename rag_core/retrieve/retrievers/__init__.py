@@ -28,14 +28,14 @@ from typing import TYPE_CHECKING, Any, Mapping
 from rag_core.components import SETTINGS, Registry, Setting, did_you_mean
 from rag_core.retrieve.build_stats import BuildStats
 from rag_core.retrieve.retrievers.base import (RETRIEVERS, ChunkSet, Query, Ranked, Resources, Retriever,
-                                               checked_hits, checked_ranked, digest_key)
+                                               checked_hits, checked_ranked, context_key, digest_key)
 from rag_core.retrieve.tokenizer import TOKENIZERS
 
 if TYPE_CHECKING:
     from rag_core.components.config_fields import ConfigFields
 
 __all__ = ["BM25_BACKENDS", "BuildStats", "RETRIEVERS", "SHORTHANDS", "ChunkSet", "Query", "Ranked", "Resources", "Retriever",
-           "RetrieverChoice", "checked_hits", "checked_ranked", "digest_key", "parse_mode", "retriever_choices",
+           "RetrieverChoice", "checked_hits", "checked_ranked", "context_key", "digest_key", "parse_mode", "retriever_choices",
            "uses_embedder"]
 
 SHORTHANDS = {"hybrid": ("dense", "bm25")}  # mode names that stand for a list of retrievers

@@ -53,6 +53,11 @@ def digest_key(*parts: object) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
+def context_key(context: tuple) -> str:
+    """A chunk context's key ("" without context, so the keys of stores built before stay as they were)."""
+    return digest_key(*context) if context else ""
+
+
 @dataclass(frozen=True)
 class Ranked:
     hits: list[ScoredId]  # best first
@@ -140,8 +145,7 @@ class ChunkSet:
 
     @property
     def context_key(self) -> str:
-        """The context's key ("" without context, so the keys of stores built before stay as they were)."""
-        return digest_key(*self.context) if self.context else ""
+        return context_key(self.context)
 
     @cached_property
     def texts(self) -> list[str]:
