@@ -105,7 +105,9 @@ def test_gate_fails_truncated_1024_word_chunks_and_passes_the_default_against_it
     common = ["--golden", str(sample_golden_file), "--store", str(copy_of_sample_store), "--rerank-depth", "0",
               "--json"]
     code = cli_main(["gate", "--baseline", ROOT_FILES[0], "--candidate", ROOT_FILES[1], *common])
-    worse = json.loads(capsys.readouterr().out)
+    printed = capsys.readouterr()
+    worse = json.loads(printed.out)  # progress goes to stderr, never into the JSON
+    assert printed.err.index("Evaluating the baseline") < printed.err.index("Evaluating the candidate")
     [gate] = worse["metrics"]
     assert (code, worse["failed"], gate["metric"]) == (1, True, "page/ndcg@10")
     assert gate["p"] < 0.05 and gate["difference"]["estimate"] < 0 < gate["baseline"]["estimate"]

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
         result = run_gate(baseline, candidate, golden=args.golden, store_dir=store_from_args(args),
                           input_dir=args.input, metrics=args.metric or DEFAULT_METRICS, margin=args.margin,
-                          alpha=args.alpha)
+                          alpha=args.alpha, progress=True)
     if args.json:
         print(json.dumps({**result.as_json(), "baseline": args.baseline, "candidate": args.candidate}, indent=2))
     else:

@@ -24,13 +24,16 @@ from rag_core.workbench.statistics.selection import ALPHA
 def run_gate(baseline: RagConfig, candidate: RagConfig, *, golden: str | Path, store_dir: str | Path,
              input_dir: str | Path | None = None, metrics: Sequence[str] = DEFAULT_METRICS, margin: float = 0.0,
              alpha: float = ALPHA, progress: bool = False) -> GateResult:
-    """Evaluate both configurations on the golden set's queries over the store's (or `input_dir`'s) documents."""
+    """Evaluate both configurations on the golden set's queries over the store's (or `input_dir`'s) documents
+    (with `progress`: each side named, then its reading, indexing and query bars)."""
     if not 0 < alpha < 1 or not math.isfinite(margin) or margin < 0:
         raise BadInput(f"`alpha` must be in (0, 1) and `margin` >= 0, got alpha {alpha}, margin {margin}")
     inputs = load_eval_inputs(input_dir=input_dir, golden=golden, store_dir=store_dir, progress=progress)
     sides = []
     with store_access(Path(store_dir)):
-        for config in (baseline, candidate):
+        for side, config in (("baseline", baseline), ("candidate", candidate)):
+            if progress:
+                print(f"Evaluating the {side}", flush=True)
             report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, progress=progress,
                                      read_seconds=inputs.read_seconds)
             sides.append(per_query_values(report.per_query, list(dict.fromkeys(metrics))))
