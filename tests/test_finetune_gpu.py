@@ -3,6 +3,7 @@
 - the ``gpu`` recipe holds the issue's converged choices, and docs/fine-tuning.md's recipe table says the same;
 - ``--time-budget`` stops a training and keeps its best checkpoint by validation (a fake clock: no timing);
 - data loading: worker processes and pinned memory on a GPU only;
+- micro-batches: a re-ranker step in passes of fewer groups (auto on a CPU) trains the same weights as one pass;
 - the training path given a BEIR folder and ``--no-mlflow`` imports neither the vector store, MLflow nor PyMuPDF;
 - ``--out`` over a folder of a user's files is refused (exit 2, nothing touched); ``--force`` trains beside it and
   keeps the user's folder whole under another name; ``--out .`` never replaces a project's README.
@@ -106,6 +107,68 @@ def test_data_loading_uses_workers_and_pinned_memory_on_a_gpu_only(tmp_path):
     given = training_arguments(TrainingArguments, TrainSettings.for_kind("reranker", loader_workers=2), tmp_path,
                                "fp32", "cpu")
     assert given.dataloader_num_workers == 2 and given.dataloader_persistent_workers
+
+
+# ---- micro-batches ---------------------------------------------------------------------------------------------
+
+def test_a_step_is_split_into_passes_on_a_cpu_only_where_its_groups_are_independent(tmp_path):
+    from transformers import TrainingArguments
+
+    gpu = TrainSettings.for_kind("reranker", "gpu")  # 16 groups of 16 pairs
+    assert (gpu.groups_per_pass("cpu", True), gpu.groups_per_pass("cuda", True)) == (2, 16)  # 32 pairs a pass
+    assert TrainSettings.for_kind("reranker").groups_per_pass("cpu", True) == 4  # the CPU recipe: one pass, as before
+    assert TrainSettings.for_kind("reranker", "gpu", micro_batch=4).groups_per_pass("cuda", True) == 4
+    assert TrainSettings.for_kind("reranker", batch_size=6, negatives=15).groups_per_pass("cpu", True) == 2
+    split = training_arguments(TrainingArguments, gpu, tmp_path, "fp32", "cpu", splittable=True)
+    assert (split.per_device_train_batch_size, split.gradient_accumulation_steps) == (2, 8)
+    whole = training_arguments(TrainingArguments, TrainSettings.for_kind("embedder", "gpu"), tmp_path, "fp32", "cpu")
+    assert (whole.per_device_train_batch_size, whole.gradient_accumulation_steps) == (64, 1)  # in-batch negatives
+    with pytest.raises(ValueError, match="micro_batch must divide batch_size"):
+        TrainSettings.for_kind("reranker", "gpu", micro_batch=3)
+    with pytest.raises(ValueError, match="compares the whole batch in one pass"):
+        TrainSettings.for_kind("embedder", micro_batch=8).groups_per_pass("cpu", False)
+    assert TrainSettings.for_kind("reranker", micro_batch=2).resume_key() == TrainSettings.for_kind("reranker").resume_key()
+
+
+def test_a_step_in_passes_trains_the_same_weights_as_one_pass(topic_beir, tmp_path, monkeypatch):  # noqa: F811
+    """Same groups, same mean gradient: plain SGD (Adam would turn gradients that are zero up to rounding, such as
+    the head's bias under a softmax, into +-lr steps) and no dropout (it draws other masks in other passes); then
+    4 groups in one pass, in 4 passes of 1 and in 2 of 2 take the same step. A loss summed over the passes would
+    take 4 times the step; other groups, another step. (Only a full step: an epoch's last step, when the groups
+    left do not fill it, averages its passes, not its groups.)"""
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    import rag_core.finetune.reranker as reranker
+    from rag_core.retrieve.models import packaged_minilm_dir
+
+    base = tmp_path / "no-dropout-bert"
+    tokenizer = AutoTokenizer.from_pretrained(str(packaged_minilm_dir()))
+    torch.manual_seed(0)
+    BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                         intermediate_size=64, max_position_embeddings=128, hidden_dropout_prob=0.0,
+                         attention_probs_dropout_prob=0.0)).save_pretrained(str(base))
+    tokenizer.save_pretrained(str(base))
+    with_sgd = reranker.training_arguments
+    monkeypatch.setattr(reranker, "training_arguments", lambda *args, **kwargs: with_sgd(*args, optim="sgd", **kwargs))
+    monkeypatch.setattr(RerankValidation, "ndcg", lambda self, model: float(self.calls.append(0) or len(self.calls)),
+                        raising=False)
+    monkeypatch.setattr(RerankValidation, "calls", [], raising=False)  # a rising validation: the last step is kept
+    trained = {}
+    for micro_batch in (-1, 1, 2):  # auto: the whole step (4 groups of 3 pairs) in one pass; 4 passes; 2 passes
+        job = _job("reranker", topic_beir, base, tmp_path / f"m{micro_batch}", tests=False, batch_size=4,
+                   micro_batch=micro_batch, precision="fp32", max_steps=1, learning_rate=0.9, head_learning_rate=0.9)
+        result = run_finetune(job, BM25, tmp_path / "store", log_to_mlflow=False).result
+        assert (result.steps, result.best_step) == (1, 1)
+        trained[micro_batch] = reranker.load_base_cross_encoder(str(result.model_dir), job.settings, "cpu").state_dict()
+    before = {f"0.model.bert.{name}": value for name, value in BertModel.from_pretrained(str(base)).state_dict().items()}
+    moved = {key: trained[-1][key] - before[key] for key in before if key in trained[-1]}
+    assert len(moved) > 30 and moved["0.model.bert.encoder.layer.0.attention.self.value.weight"].norm() > 1e-4
+    for micro_batch in (1, 2):  # each parameter's change equal to the one-pass change, up to float rounding
+        assert trained[micro_batch].keys() == trained[-1].keys()
+        for key, change in moved.items():
+            assert (trained[micro_batch][key] - before[key] - change).norm() <= 1e-2 * change.norm() + 1e-7, key
+        head = "0.model.classifier.weight"
+        assert torch.allclose(trained[micro_batch][head], trained[-1][head], rtol=1e-4, atol=1e-7)
 
 
 # ---- time budget ----------------------------------------------------------------------------------------------

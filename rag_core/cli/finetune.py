@@ -63,6 +63,9 @@ SETTING_FLAGS = {
     "time_budget": ("--time-budget", "minutes of training at most: then the step that ends it is validated and the "
                                      "best checkpoint by validation is kept (0 = no budget)"),
     "loader_workers": ("--loader-workers", "data-loading processes (-1 = 4 on a GPU, 0 on a CPU)"),
+    "micro_batch": ("--micro-batch", "re-ranker query groups per forward/backward pass, the step's gradients "
+                                     "accumulated (the same step in less memory; listwise losses); -1 = auto: the "
+                                     "whole step on a GPU, at most 32 pairs a pass on a CPU"),
 }
 
 

@@ -13,7 +13,9 @@ lists both; tests/test_finetune_gpu.py checks that the page and this table agree
 first-stage depth negatives are drawn from (``negatives_depth``), which is a setting of the data, not the trainer.
 ``time_budget`` (minutes, 0 = none) stops a training at the first step after it is spent; the best checkpoint by
 validation is kept (``rag_core.finetune.training.TimeBudget``).
-Left out: schedules other than linear warm-up and decay, gradient accumulation.
+``micro_batch`` splits a re-ranker's step into passes whose gradients are accumulated (``groups_per_pass``), so that
+a GPU recipe's step fits a CPU's memory; the step, its gradient and the schedule are the same.
+Left out: schedules other than linear warm-up and decay.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ RECIPES: dict[str, Recipe] = {
     }, {"reranker": 100, "embedder": 30}, "issue 42's converged choices for one GPU (bf16)"),
 }
 LOADER_WORKERS_GPU = 4  # data-loading processes on a GPU (tokenising batches ahead of the model); 0 on a CPU
+# Re-ranker pairs per forward and backward pass on a CPU when micro_batch is auto: the gpu recipe's step (16 groups
+# of 16 pairs, 256 tokens) in one pass took more than the 24 GB of a 2-core machine and was killed; the default
+# recipe's step (4 x 8 pairs) fits in one pass as before.
+MICRO_BATCH_PAIRS_CPU = 32
 
 # --self-supervised: thousands of pseudo-queries rather than hundreds of questions, so one epoch, fewer
 # validations (each embeds every validation candidate), passages cut to 128 tokens while training (MiniLM's
@@ -95,6 +101,7 @@ class TrainSettings:
     max_steps: int = 0  # 0: as many as the epochs take
     time_budget: float = 0.0  # minutes of training; 0 = no budget
     loader_workers: int = -1  # data-loading processes; -1 = auto (LOADER_WORKERS_GPU on a GPU, 0 on a CPU)
+    micro_batch: int = -1  # re-ranker groups per forward/backward pass, gradients accumulated over a step; -1 = auto
 
     def __post_init__(self) -> None:
         checks = [
@@ -115,6 +122,8 @@ class TrainSettings:
             (self.max_steps >= 0, "max_steps must be >= 0"),
             (math.isfinite(self.time_budget) and self.time_budget >= 0, "time_budget must be >= 0 minutes (0 = none)"),
             (self.loader_workers >= -1, "loader_workers must be >= 0 (or -1 = auto)"),
+            (self.micro_batch == -1 or 0 < self.micro_batch <= self.batch_size and self.batch_size % self.micro_batch == 0,
+             "micro_batch must divide batch_size (or -1 = auto)"),
         ]
         for ok, message in checks:
             if not ok:
@@ -134,7 +143,27 @@ class TrainSettings:
     def resume_key(self) -> dict[str, Any]:
         """What must be equal for a checkpoint to be resumed (everything but where and how long it runs)."""
         return {key: value for key, value in asdict(self).items()
-                if key not in ("device", "precision", "time_budget", "loader_workers")}
+                if key not in ("device", "precision", "time_budget", "loader_workers", "micro_batch")}
+
+    def groups_per_pass(self, device: str, splittable: bool) -> int:
+        """Query groups per forward and backward pass on `device` (``cpu`` | ``cuda``); a step accumulates the
+        gradients of ``batch_size / groups_per_pass`` passes, so it is the same step with less memory. Only a
+        loss whose groups are independent (`splittable`: a re-ranker's listwise losses) is split: in-batch
+        negatives need the whole batch (``cmnrl`` saves memory there). Auto (-1): the whole step on a GPU; on
+        a CPU the most groups, dividing ``batch_size``, whose pairs fit ``MICRO_BATCH_PAIRS_CPU``."""
+        if not splittable:
+            if self.micro_batch not in (-1, self.batch_size):
+                raise ConfigError(f"micro_batch {self.micro_batch}: this loss ({self.loss}) compares the whole batch "
+                                  "in one pass; micro-batches apply to a re-ranker's listwise losses (use cmnrl to "
+                                  "save memory with in-batch negatives)")
+            return self.batch_size
+        if self.micro_batch > 0:
+            return self.micro_batch
+        if device == "cuda":
+            return self.batch_size
+        pairs = 1 + self.negatives
+        return max((n for n in range(1, self.batch_size + 1)
+                    if self.batch_size % n == 0 and n * pairs <= MICRO_BATCH_PAIRS_CPU), default=1)
 
 
 def recipe_named(name: str) -> Recipe:

@@ -132,12 +132,15 @@ def checkpoint_to_resume(out_dir: Path, settings: TrainSettings, data_fingerprin
 
 
 def training_arguments(arguments_class: type, settings: TrainSettings, out_dir: Path, precision: str,
-                       device: str, **extra: Any) -> Any:
-    """The trainer's arguments for `settings` (validation, checkpoints, device, precision, data loading)."""
+                       device: str, splittable: bool = False, **extra: Any) -> Any:
+    """The trainer's arguments for `settings` (validation, checkpoints, device, precision, data loading; a step
+    in passes of ``settings.groups_per_pass`` groups when the loss is `splittable`)."""
     workers = settings.loader_workers if settings.loader_workers >= 0 else LOADER_WORKERS_GPU if device == "cuda" else 0
+    per_pass = settings.groups_per_pass(device, splittable)
     return arguments_class(
         output_dir=str(out_dir / CHECKPOINTS), num_train_epochs=settings.epochs,
-        max_steps=settings.max_steps or -1, per_device_train_batch_size=settings.batch_size,
+        max_steps=settings.max_steps or -1, per_device_train_batch_size=per_pass,
+        gradient_accumulation_steps=settings.batch_size // per_pass,
         learning_rate=settings.learning_rate, warmup_steps=settings.warmup, seed=settings.seed,
         eval_strategy="steps", eval_steps=settings.eval_steps, eval_on_start=True,
         save_strategy="steps", save_steps=settings.eval_steps, save_total_limit=2,
