@@ -130,6 +130,15 @@ def test_a_step_is_split_into_passes_on_a_cpu_only_where_its_groups_are_independ
     assert TrainSettings.for_kind("reranker", micro_batch=2).resume_key() == TrainSettings.for_kind("reranker").resume_key()
 
 
+def test_a_micro_batch_the_loss_cannot_take_is_refused_before_anything_runs(topic_beir, tmp_path):  # noqa: F811
+    out = tmp_path / "model"
+    done = run_cli("finetune", "embedder", "--beir", str(topic_beir), "--micro-batch", "8", "--out", str(out),
+                   "--no-mlflow", store=tmp_path / "store")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "micro_batch 8: this loss (mnrl) compares the whole batch in one pass" in done.stderr
+    assert not out.exists() and not (tmp_path / "store").exists()  # nothing mined, loaded or written
+
+
 def test_a_step_in_passes_trains_the_same_weights_as_one_pass(topic_beir, tmp_path, monkeypatch):  # noqa: F811
     """Same groups, same mean gradient: plain SGD (Adam would turn gradients that are zero up to rounding, such as
     the head's bias under a softmax, into +-lr steps) and no dropout (it draws other masks in other passes); then

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 from rag_core.cli.common import EXIT_OK, config_from_args, emit, store_from_args
 from rag_core.errors import ConfigError
 from rag_core.finetune.losses import LOSSES
-from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, NEGATIVE_SOURCES, PRECISIONS, RECIPES, \
-    SELF_SUPERVISED_DEFAULTS, TrainSettings, recipe_named
+from rag_core.finetune.settings import DEVICES, KIND_DEFAULTS, MICRO_BATCH_PAIRS_CPU, NEGATIVE_SOURCES, PRECISIONS, \
+    RECIPES, SELF_SUPERVISED_DEFAULTS, TrainSettings, recipe_named
 
 if TYPE_CHECKING:
     from rag_core.config import RagConfig
@@ -65,7 +65,7 @@ SETTING_FLAGS = {
     "loader_workers": ("--loader-workers", "data-loading processes (-1 = 4 on a GPU, 0 on a CPU)"),
     "micro_batch": ("--micro-batch", "re-ranker query groups per forward/backward pass, the step's gradients "
                                      "accumulated (the same step in less memory; listwise losses); -1 = auto: the "
-                                     "whole step on a GPU, at most 32 pairs a pass on a CPU"),
+                                     f"whole step on a GPU, at most {MICRO_BATCH_PAIRS_CPU} pairs a pass on a CPU"),
 }
 
 
@@ -131,6 +131,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
 
 
+def _checked(kind: str, settings: TrainSettings) -> TrainSettings:
+    """`settings`, with a micro-batch the loss cannot take refused before anything is loaded."""
+    settings.groups_per_pass("cpu", LOSSES[kind][settings.loss].splittable)
+    return settings
+
+
 def run(args: argparse.Namespace) -> int:
     config, store_dir = config_from_args(args), store_from_args(args)  # settings errors, before anything runs
     from rag_core.finetune.output import check_output
@@ -149,14 +155,15 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--loss {args.train_loss} is not one of the {kind} losses: {', '.join(LOSSES[kind])}")
     given = {name: getattr(args, f"train_{name}") for name in SETTING_FLAGS}
     if args.self_supervised:
-        return _run_self_supervised(args, config, store_dir, TrainSettings.for_kind(kind, args.recipe, **{
-            **SELF_SUPERVISED_DEFAULTS, **{name: value for name, value in given.items() if value is not None}}))
+        settings = TrainSettings.for_kind(kind, args.recipe, **{
+            **SELF_SUPERVISED_DEFAULTS, **{name: value for name, value in given.items() if value is not None}})
+        return _run_self_supervised(args, config, store_dir, _checked(kind, settings))
     if not args.golden and not args.beir:
         raise ConfigError("give the training queries: --golden FILE or --beir DIR (or --self-supervised with "
                           "--input DIR or --beir DIR to train on the documents alone)")
     if args.max_pseudo_queries is not None or args.max_validation is not None:
         raise ConfigError("--max-pseudo-queries and --max-validation need --self-supervised")
-    settings = TrainSettings.for_kind(kind, args.recipe, **given)
+    settings = _checked(kind, TrainSettings.for_kind(kind, args.recipe, **given))
     if args.test_split and not args.beir:
         raise ConfigError("--test-split needs --beir (a golden set is tested with --test-golden or --holdout)")
     if not 0 < args.validation_share < 1:

@@ -42,6 +42,12 @@ class LossSpec:
     layout: str  # the rows it reads (LAYOUTS)
     build: Callable[[Any, int], Any]  # (model, hard negatives per group) -> loss module
 
+    @property
+    def splittable(self) -> bool:
+        """Whether a step may go through the model in passes (micro-batches): each listwise group is scored on its
+        own; tuples compare the whole batch (in-batch negatives)."""
+        return self.layout == "listwise"
+
 
 def _cross_encoder(name: str, **options: Any) -> Callable[[Any, int], Any]:
     def build(model: Any, negatives: int) -> Any:

@@ -58,7 +58,7 @@ def train_reranker(data: TrainingSet, base_model: str, out_dir: str | Path, sett
     validation = RerankValidation(data.validation, data.passages, settings.validation_depth)
     head_rate = {HEAD_PARAMETERS: settings.head_learning_rate} if settings.head_learning_rate else {}
     arguments = training_arguments(CrossEncoderTrainingArguments, settings, out_dir, precision, device,
-                                   splittable=layout == "listwise", learning_rate_mapping=head_rate)
+                                   splittable=spec.splittable, learning_rate_mapping=head_rate)
 
     def make_trainer(callbacks: list) -> Any:
         return CrossEncoderTrainer(model=model, args=arguments, train_dataset=training_rows(found, spec.layout),
