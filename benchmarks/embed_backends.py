@@ -55,7 +55,7 @@ from rag_core.config import DEFAULT_EMBED_MODEL, RagConfig  # noqa: E402
 from rag_core.evaluate.golden import load_golden  # noqa: E402
 from rag_core.evaluate.metrics import query_metric  # noqa: E402
 from rag_core.evaluate.beir import load_beir, write_synthetic_beir  # noqa: E402
-from rag_core.ingest.chunking import chunk_corpus  # noqa: E402
+from rag_core.ingest.chunkers.recursive import chunk_corpus  # noqa: E402
 from rag_core.ingest.files import read_documents  # noqa: E402
 from rag_core.paths import SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FILE  # noqa: E402
 from rag_core.retrieve.models import load_embedder  # noqa: E402

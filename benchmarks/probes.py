@@ -429,7 +429,7 @@ def foreign_folder(*command: str):
 
 
 FAULTY_PLUGIN = '''
-from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
+from rag_core.ingest.chunkers import CHUNKERS, Chunker, span_chunk
 from rag_core.records import ScoredId
 from rag_core.retrieve.fusion import FUSIONS
 from rag_core.retrieve.rerank import RERANKERS

@@ -164,7 +164,7 @@ def _cold_done_before(spec: SweepSpec, store: Path, cold: dict[str, float]) -> N
     """Cold items the grid did not do itself, because the store had them (FinanceBench's dense indexes,
     embedded beforehand by ``rag-pipeline ingest``): a dense index's embedding and upsert seconds as its
     manifest recorded them; chunking, timed now (it is cheap)."""
-    from rag_core.ingest.chunking import chunk_corpus
+    from rag_core.ingest.chunkers.recursive import chunk_corpus
     from rag_core.retrieve.index import Index
     from rag_core.workbench.execution.evaluation import load_eval_inputs
 

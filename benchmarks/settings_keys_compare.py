@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable
 
 from rag_core.components import SETTINGS, stages
 from rag_core.config import ConfigError, load_config
-from rag_core.ingest.chunking import CHUNKERS
+from rag_core.ingest.chunkers import CHUNKERS
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.retrieve.retrievers import RETRIEVERS, retriever_choices
 from rag_core.workbench.execution.search_run import NotebookTrials
@@ -39,7 +39,7 @@ OLD_BUILD_SETTINGS = ("chunk_size", "overlap", "per_page", "chunk_unit", "child_
 
 
 def chunker_key(cfg: Any) -> dict[str, Any]:
-    """``rag_core.ingest.chunking.chunker_key`` as it was (a chunker's own settings now join by stage)."""
+    """``rag_core.ingest.chunkers.chunker_key`` as it was (a chunker's own settings now join by stage)."""
     key: dict[str, Any] = {"chunk_size": cfg.chunk_size, "overlap": cfg.overlap, "per_page": cfg.per_page}
     if cfg.chunk_unit == "tokens":
         key.update(chunk_unit="tokens", tokenizer=cfg.embed_model)

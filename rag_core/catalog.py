@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from rag_core.components import REGISTRIES, SETTINGS, Registry, Setting, load_entry_points
-from rag_core.ingest.chunking import CHUNKERS
+from rag_core.ingest.chunkers import CHUNKERS
 from rag_core.retrieve.doc_evidence import DOC_EVIDENCE
 from rag_core.retrieve.embedding import EMBED_BACKENDS
 from rag_core.retrieve.expansion import QUERY_EXPANSIONS

@@ -2,7 +2,7 @@
 
 The settings are not listed here: each is declared once (``rag_core.components.Setting``: name, type,
 default, range or choices, help) beside the component that reads it: the chunkers'
-(``rag_core.ingest.chunking``), the retrievers' (``rag_core.retrieve.retrievers``), fusion, query
+(``rag_core.ingest.chunkers``), the retrievers' (``rag_core.retrieve.retrievers``), fusion, query
 expansion, re-ranking, embedding and vector stores (``rag_core.retrieve.*``), and plugins'.
 ``rag_core.catalog`` imports every built-in registry by name, so its ``SETTINGS`` holds theirs; this
 module declares the pipeline's own (ingest extras, routing, generation, evaluation) and builds

@@ -14,7 +14,7 @@ from rag_core.service import ingest_directory
 
 BM25 = ["--rerank-depth", "0", "--chunk-size", "64", "--overlap", "8"]
 PLUGIN = '''
-from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
+from rag_core.ingest.chunkers import CHUNKERS, Chunker, span_chunk
 from rag_core.records import ScoredId
 from rag_core.retrieve.expansion import QUERY_EXPANSIONS, QueryExpansion
 from rag_core.retrieve.fusion import FUSIONS

@@ -18,7 +18,7 @@ from mlflow.tracking import MlflowClient
 from conftest import ROOT
 from rag_core.components import load_plugins
 from rag_core.config import RagConfig
-from rag_core.ingest.chunking import make_chunker
+from rag_core.ingest.chunkers import make_chunker
 from rag_core.records import Document
 
 EXAMPLES = ROOT / "examples" / "plugins"

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from rag_core.components import Setting
-from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
+from rag_core.ingest.chunkers import CHUNKERS, Chunker, span_chunk
 from rag_core.records import Chunk, Document
 
 SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")  # after . ! ? and at blank lines

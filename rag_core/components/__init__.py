@@ -1,7 +1,7 @@
 """Components: the generic registry every kind of component uses, the setting declarations they make,
 and plugin loading (modules named in ``plugins``, installed packages' ``rag_core.components`` entry
 points). The registries themselves live beside their implementations (``rag_core.retrieve.retrievers``,
-``rag_core.ingest.chunking``, ...); ``rag_core.catalog`` imports every built-in one by name;
+``rag_core.ingest.chunkers``, ...); ``rag_core.catalog`` imports every built-in one by name;
 ``REGISTRIES`` lists those created so far, by kind (plugins' kinds included)."""
 
 from rag_core.components.plugins import load_plugins, loaded_plugins, resolve_plugins

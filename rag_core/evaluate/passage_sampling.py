@@ -17,7 +17,8 @@ import random
 from itertools import chain, zip_longest
 from typing import Iterable, Sequence, TypeVar
 
-from rag_core.ingest.chunking import chunk_document, count_words
+from rag_core.ingest.chunkers import count_words
+from rag_core.ingest.chunkers.recursive import chunk_document
 from rag_core.records import Document, Passage
 
 POSITIONS = ("beginning", "middle", "end")  # Passage.position: which third of its document

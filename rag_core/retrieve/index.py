@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rag_core.components.faults import calling
 from rag_core.components.stages import unheld
-from rag_core.ingest.chunking import chunker_key, make_chunker
+from rag_core.ingest.chunkers import chunker_key, make_chunker
 from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.extraction import prepare_corpus
 from rag_core.ingest.metadata import metadata_fields

@@ -21,7 +21,8 @@ from typing import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from rag_core.ingest.chunking import count_words, split_span
+from rag_core.ingest.chunkers import count_words
+from rag_core.ingest.chunkers.recursive import split_span
 from rag_core.records import Chunk, Document, ScoredId
 
 

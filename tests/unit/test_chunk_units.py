@@ -8,7 +8,8 @@ import math
 import pytest
 
 from rag_core.config import RagConfig
-from rag_core.ingest.chunking import chunk_document, chunker_key, count_words, make_chunker
+from rag_core.ingest.chunkers import chunker_key, count_words, make_chunker
+from rag_core.ingest.chunkers.recursive import chunk_document
 from rag_core.records import Document
 
 

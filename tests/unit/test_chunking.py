@@ -6,7 +6,8 @@ import random
 
 import pytest
 
-from rag_core.ingest.chunking import chunk_document, count_words
+from rag_core.ingest.chunkers import count_words
+from rag_core.ingest.chunkers.recursive import chunk_document
 from rag_core.records import Document
 
 WORDS = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu".split()

@@ -11,7 +11,7 @@ import pytest
 from rag_core.components.faults import ComponentFault, calling, checked_scores
 from rag_core.components.registry import Component
 from rag_core.errors import BadInput, RunFailure
-from rag_core.ingest.chunking import CHUNKERS, Chunker, span_chunk
+from rag_core.ingest.chunkers import CHUNKERS, Chunker, span_chunk
 from rag_core.records import Chunk, Document, ScoredId
 from rag_core.retrieve.retrievers import RETRIEVERS, Ranked, Retriever, checked_hits, checked_ranked
 

@@ -9,7 +9,7 @@ import pytest
 from rag_core.config import ConfigError, RagConfig
 from rag_core.evaluate.evaluator import evaluate_config
 from rag_core.evaluate.golden import Evidence, GoldenQuery
-from rag_core.ingest.chunking import chunk_document
+from rag_core.ingest.chunkers.recursive import chunk_document
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document, ScoredId
 from rag_core.retrieve.bm25 import BM25Index

@@ -13,7 +13,7 @@ from rag_core.config import ConfigError
 from rag_core.finetune.data import TrainingQuery
 from rag_core.finetune.pseudo_queries import PseudoQueryRecipe, build_pseudo_queries, document_headings
 from rag_core.finetune.self_supervised import split_by_document
-from rag_core.ingest.chunking import chunk_corpus
+from rag_core.ingest.chunkers.recursive import chunk_corpus
 from rag_core.ingest.files import read_documents
 from rag_core.records import Document
 

@@ -26,7 +26,8 @@ from rag_core.components import REGISTRIES, SETTINGS, Component, Setting
 from rag_core.components.settings import STAGES
 from rag_core.components.stages import applying, key_through
 from rag_core.config import ConfigError, RagConfig
-from rag_core.ingest.chunking import CHUNKERS, RecursiveChunker
+from rag_core.ingest.chunkers import CHUNKERS
+from rag_core.ingest.chunkers.recursive import RecursiveChunker
 from rag_core.ingest.corpus import Corpus
 from rag_core.records import Document
 from rag_core.retrieve.candidates import FirstStage
