@@ -118,6 +118,9 @@ SETTINGS.declare(
             "(evidence/recall@B, precision@B, iou@B: the evidence in the ranking's first B words), comma-separated",
             above=0, rule=lambda budgets: None if budgets else "must hold positive integers", group="evaluation",
             stage="evaluation"),
+    Setting("answers", bool, False, "also answer every query (the LLM with a key, else extractively) and score the "
+            "answers with the metrics that need no LLM: answer/token_f1, citation/recall, ... (eval --answers)",
+            group="evaluation", stage="evaluation"),
     Setting("tracing", bool, True, "log each evaluated query as an MLflow trace with a span per stage (--no-tracing: "
             "off)", group="evaluation", stage="evaluation"),
     Setting("trace_queries", bool, False, "log every 'query' as an MLflow trace to label (query --trace; experiment "

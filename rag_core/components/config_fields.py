@@ -100,6 +100,7 @@ class ConfigFields:
     page_top_m: int
     page_credit: str
     context_budgets: tuple[int, ...]
+    answers: bool
     tracing: bool
     trace_queries: bool
 
