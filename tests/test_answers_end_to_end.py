@@ -91,7 +91,7 @@ def test_judged_evaluation_averages_present_scores_and_marks_failures_missing(
     assert metrics["judge/answer_relevance"] == pytest.approx((3 + 5) / 2)
     assert metrics["judge/coverage"] == pytest.approx((4 + 2) / 2)
     assert metrics["judge/answer_correctness"] == pytest.approx((2 + 4) / 2)
-    assert metrics["judge/missing_count"] == 1
+    assert metrics["judge/failures"] == 1 and metrics["judge/unparseable"] == 1
     assert rows[1]["judge/faithfulness"] is None
-    assert metrics["citations/valid_share"] == pytest.approx(0.0)  # the only citation named no passage
-    assert metrics["answers/llm_share"] == 1.0
+    assert metrics["citation/valid_share"] == pytest.approx(0.0)  # the only citation named no passage
+    assert metrics["answer/llm_share"] == 1.0

@@ -156,8 +156,10 @@ def test_judge_many_averages_only_present_scores(anthropic_env):
         "judge/answer_relevance": 3.0,
         "judge/coverage": 2.0,
         "judge/answer_correctness": 4.0,
-        "judge/missing_count": 1.0,
+        "judge/failures": 1.0,  # counted, not dropped
+        "judge/unparseable": 1.0,  # "garbage" twice: never parsed
     }
+    assert [s.as_row()["judge/failures"] for s in per_query] == [0, 1]
 
 
 def test_invalid_key_stops_calls_but_evaluation_continues(anthropic_env):
@@ -166,7 +168,7 @@ def test_invalid_key_stops_calls_but_evaluation_continues(anthropic_env):
     per_query, averages = judge_many(items, client=LLMClient(), **FAST)
     assert len(per_query) == 3 and len(anthropic_env.requests) == 1  # 401 is not retried
     assert all(s.scores() == dict.fromkeys(METRICS) for s in per_query)
-    assert averages == {"judge/missing_count": 9.0}
+    assert averages == {"judge/failures": 9.0, "judge/unparseable": 0.0}  # a refused key is a failure, not a parse
     assert all("InvalidAPIKey" in e and PLANTED_KEY not in e for s in per_query for e in s.errors.values())
 
 
@@ -181,4 +183,5 @@ def test_as_row_and_average_of_nothing():
     row = JudgeScores(faithfulness=3, reasons={"faithfulness": "r"}, errors={"coverage": "RateLimited: x"}).as_row()
     assert row["judge/faithfulness"] == 3 and row["judge/coverage"] is None
     assert row["judge/faithfulness_reason"] == "r" and row["judge/coverage_error"] == "RateLimited: x"
-    assert average_judge_scores([]) == {"judge/missing_count": 0.0}
+    assert row["judge/failures"] == 1
+    assert average_judge_scores([]) == {"judge/failures": 0.0, "judge/unparseable": 0.0}

@@ -132,11 +132,12 @@ def test_a_grid_without_the_default_runs_it_as_an_extra_point(tiny_corpus, tmp_p
     assert selection["rule"] == "one_se" and selection["chosen"] == holdout["winner"]["run_id"] in selection["eligible"]
 
 
-def test_the_table_shows_each_fused_retrievers_own_recall_when_logged():
-    from rag_core.workbench.reports.sweep_report import retriever_columns
+def test_the_table_holds_the_files_table_metrics_then_every_metric_logged():
+    from rag_core.workbench.reports.sweep_report import table_columns
 
     logged = ["page/recall@5", "page/ndcg@10", "bm25/page/recall@5", "dense/page/ndcg@10", "dense/page/recall@5",
-              "dense/doc/mrr", "mine/page/recall@5"]  # "mine" is no registered retriever
-    assert retriever_columns(logged, "page/ndcg@10") == ["dense/page/recall@5", "dense/page/ndcg@10",
-                                                         "bm25/page/recall@5"]
-    assert retriever_columns(["page/recall@5"], "page/ndcg@10") == []
+              "dense/doc/mrr", "mine/page/recall@5", "index/chunks", "latency/total_p50_ms", "answer/token_f1"]
+    assert table_columns(logged, "page/ndcg@10", ["answer/token_f1"]) == [
+        "answer/token_f1", "page/recall@5", "latency/total_p50_ms",  # the file's first, the primary left out
+        "bm25/page/recall@5", "dense/page/recall@5", "dense/page/ndcg@10", "dense/doc/mrr", "mine/page/recall@5"]
+    assert table_columns(["page/recall@5", "run_id"], "page/recall@5") == []

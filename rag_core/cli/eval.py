@@ -21,7 +21,11 @@ from rag_core.writes import check_output_file, write_atomic
 NAME = "eval"
 HELP = "evaluate retrieval (and answers) against a golden set; logs one MLflow run"
 DESCRIPTION = ("Run every golden-set query through the pipeline and report Recall@K, MRR, nDCG@K and hit rate at "
-               "chunk, page and document level, latency per stage and index statistics.")
+               "chunk, page and document level, evidence at a context budget, latency per stage and index statistics. "
+               "--answers also answers every query (the LLM when a key is set, else extractively) and scores the "
+               "answers without an LLM (exact match, token F1, contains, similarity, citation precision and recall, "
+               "quote support); --oracle answers again from the golden evidence, to split the loss due to retrieval "
+               "from the loss due to generation; --judge adds the LLM judge (needs a key).")
 MLFLOW_UI_URL = "http://127.0.0.1:5000"  # where `make mlflow-ui` serves the UI
 
 
@@ -33,7 +37,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--input", metavar="DIR", help="documents to evaluate on (default: the store's documents)")
     parser.add_argument("--split", default="test", help="BEIR qrels split [test]")
     parser.add_argument("--max-queries", type=int, default=None, metavar="N", help="evaluate only the first N queries")
-    parser.add_argument("--judge", action="store_true", help="also generate answers and score them with an LLM judge")
+    parser.add_argument("--judge", action="store_true", help="also generate answers and score them with the LLM judge "
+                        "as well as the metrics that need no LLM (needs an API key)")
+    parser.add_argument("--oracle", action="store_true", help="also answer every query from its golden evidence "
+                        "passages and report, per answer metric, the loss due to retrieval (oracle - retrieved, "
+                        "paired) and due to generation (perfect - oracle); implies --answers")
     parser.add_argument("--experiment", metavar="NAME", help="MLflow experiment (default: one per corpus + golden set)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument("--per-query", metavar="CSV", help="also write the per-query table to this CSV file")
@@ -54,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
         inputs = load_eval_inputs(input_dir=args.input, golden=args.golden, beir=args.beir, split=args.split,
                                   store_dir=store_dir, max_queries=args.max_queries, progress=True)
         tracking = None if args.no_mlflow else TrackingTarget(experiment=args.experiment)
-        evaluation = evaluate_and_log(config, inputs, store_dir, tracking=tracking, judge=args.judge, progress=True,
-                                      where=parse_where(args.where))
+        evaluation = evaluate_and_log(config, inputs, store_dir, tracking=tracking, judge=args.judge,
+                                      oracle=args.oracle, progress=True, where=parse_where(args.where))
     report = evaluation.report
     for line in trained_on_warnings([report.params.get("embed_model_used", ""), report.params.get("rerank_model_used", "")],
                                     {query.id: query.query for query in inputs.queries}):
@@ -65,7 +73,12 @@ def run(args: argparse.Namespace) -> int:
 
         write_atomic(args.per_query, pd.DataFrame(report.per_query).to_csv(index=False))
     if args.json:
+        from rag_core.workbench.statistics.oracle_loss import answer_losses
+
         payload: dict[str, Any] = {"metrics": report.metrics, "per_query": report.per_query, "params": report.params}
+        losses = answer_losses(report.per_query)
+        if losses:
+            payload["oracle"] = [loss.as_dict() for loss in losses]
         if evaluation.run_id:
             payload["mlflow"] = {"run_id": evaluation.run_id, "experiment": evaluation.experiment,
                                  "tracking_uri": evaluation.tracking_uri}

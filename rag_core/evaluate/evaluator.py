@@ -13,7 +13,10 @@ first B words of each ``context_budgets`` (``rag_core.evaluate.evidence_budget``
 With parent-child chunks (``child_size``), ``child/*`` metrics score the fused child ranking against
 child-level relevance, next to the parent (returned) level; LLM query expansion adds
 ``expansion/input_tokens`` and ``expansion/output_tokens`` per query and an ``expansion`` latency stage.
-Answers and the LLM judge are optional (``judge=True``). Logging to MLflow is ``rag_core.workbench.tracking.tracker``'s job.
+Answers are optional: with the ``answers`` setting, ``judge=True`` or ``oracle=True`` every query is answered
+and the answers scored by the metrics that need no LLM, judged by the LLM with ``judge``, and answered again
+from the golden evidence with ``oracle`` (``rag_core.evaluate.answers``). Logging to MLflow is
+``rag_core.workbench.tracking.tracker``'s job.
 Left out: graded relevance (evidence is binary).
 """
 
@@ -26,17 +29,22 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from rag_core.config import RagConfig
-from rag_core.evaluate.answers import judge_answers
+from rag_core.evaluate.answer_scoring import AnswerContext
+from rag_core.evaluate.answers import evaluate_answers
 from rag_core.evaluate.evidence_budget import evidence_metrics
 from rag_core.evaluate.golden import GoldenQuery
+from rag_core.evaluate.metric_registry import METRICS
 from rag_core.evaluate.metrics import (RankingMetrics, Runs, evaluate_rankings, first_relevant_rank,
                                      latency_summary, page_rankings)
 from rag_core.evaluate.relevance import QrelsByLevel, build_qrels, evidence_as_pages
 from rag_core.ingest.corpus import Corpus
 from rag_core.progress import progress as progress_bar
 from rag_core.records import Chunk, Document
+from rag_core.generate.sentences import pipeline_scorer
 from rag_core.retrieve.filters import describe
 from rag_core.retrieve.pipeline import Pipeline, Retrieval
+from rag_core.retrieve.rerank.cross_encoder import CrossEncoderReranker
+from rag_core.retrieve.retrievers import uses_embedder
 
 
 
@@ -67,6 +75,7 @@ def evaluate_config(
     store_dir: str | Path,
     *,
     judge: bool = False,
+    oracle: bool = False,
     progress: bool = False,
     read_seconds: float = 0.0,
     on_query: Callable[[int, int], None] | None = None,
@@ -74,7 +83,7 @@ def evaluate_config(
 ) -> EvalReport:
     """Run `queries` through the pipeline for `config` and measure it. `read_seconds` is the time it
     took to read the corpus, counted in the ingestion time. `where` filters every query that has no
-    ``filter`` of its own."""
+    ``filter`` of its own. Answers (the ``answers`` setting, `judge`, `oracle`): see the module docstring."""
     pipeline = Pipeline(config, corpus, Path(store_dir), progress=progress)
     started = time.perf_counter()
     stats = pipeline.build(load_reranker=True)
@@ -96,23 +105,44 @@ def evaluate_config(
 
     rows = [trace_row(query, run.retrievals[query.id], qrels["chunk"][query.id], per_query[query.id])
             for query in queries]
-    if judge:
-        judge_metrics, judge_rows = judge_answers(queries, run.retrievals, config, progress=progress)
-        metrics.update(judge_metrics)
-        for row, extra in zip(rows, judge_rows):
+    params_extra: dict[str, str] = {}
+    if config.answers or judge or oracle:
+        context = answer_context(pipeline, qrels, corpus)
+        answer_metrics, answer_rows = evaluate_answers(queries, run.retrievals, config, context, judge=judge,
+                                                       oracle=oracle, progress=progress)
+        metrics.update(answer_metrics)
+        for row, extra in zip(rows, answer_rows):
             row.update(extra)
+        if context.similarity_model:
+            params_extra["answer_similarity_model"] = context.similarity_model
     params = {
         **config.as_params(),
         **pipeline.models_used(),
         "corpus_fingerprint": corpus.fingerprint,
         "golden_fingerprint": golden_fingerprint(queries),
         "queries": str(len(queries)),
+        **params_extra,
     }
     if where:
         params["filter"] = describe(where)
     depth = max(config.metrics_k)
     ranked = {qid: [hit.chunk for hit in retrieval.ranking[:depth]] for qid, retrieval in run.retrievals.items()}
     return EvalReport(metrics, rows, params, run.retrievals, qrels, ranked, run.started_ns, runs)
+
+
+def answer_context(pipeline: Pipeline, qrels: QrelsByLevel, corpus: Corpus) -> AnswerContext:
+    """What answering and scoring read from the loaded pipeline: the extractive answer's scorer (as ``query``
+    chooses sentences), the evidence pages, and the models it loaded already (none loaded for this)."""
+    config, encode, model, cross = pipeline.config, None, None, None
+    if uses_embedder(config):
+        embedder = pipeline.index.embedder
+        encoder = embedder.query_encoder
+        encode, model = (lambda texts: encoder.encode(list(texts), "document", embedder.batch_size)), embedder.name_used
+    reranker = pipeline.reranker if config.rerank_depth > 0 else None
+    if isinstance(reranker, CrossEncoderReranker):
+        cross = lambda query, texts: reranker.score(query, texts).scores  # noqa: E731
+    return AnswerContext(corpus.by_id, {qid: list(pages) for qid, pages in qrels["page"].items()},
+                         pipeline_scorer(pipeline), encode, model, cross)
 
 
 @dataclass
@@ -189,7 +219,16 @@ def work_metrics(retrievals: Mapping[str, Retrieval], latency: Mapping[str, list
     return metrics
 
 
-CONTEXT_METRICS = ("context/recall", "context/precision", "context/words")
+METRICS.declare("recall", ("context",), "share of the query's relevant chunks among the k passages given to the LLM",
+                best=1.0)
+METRICS.declare("precision", ("context",), "share of the k passages given to the LLM that are relevant", best=1.0)
+METRICS.declare("words", ("context",), "words in the k passages given to the LLM (what k trades)",
+                higher_is_better=False)
+METRICS.declare("input_tokens", ("expansion",), "LLM query expansion: tokens in per query", higher_is_better=False,
+                per_query=False)
+METRICS.declare("output_tokens", ("expansion",), "LLM query expansion: tokens out per query", higher_is_better=False,
+                per_query=False)
+CONTEXT_METRICS = tuple(f"context/{metric.name}" for metric in METRICS.at("context"))  # recall, precision, words
 
 
 def retriever_metrics(qrels: QrelsByLevel, retrievals: Mapping[str, Retrieval], depth: int,

@@ -33,10 +33,15 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from rag_core.evaluate.golden import GoldenQuery
+from rag_core.evaluate.metric_registry import BUDGET, METRICS
 from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
 from rag_core.records import Chunk, Document
 
-EVIDENCE_METRICS = ("recall", "precision", "iou")
+for _name, _help in (("recall", "share of the evidence text among the ranking's first B words"),
+                     ("precision", "share of the ranking's first B words that are evidence"),
+                     ("iou", "the first B words and the evidence text: intersection over union")):
+    METRICS.declare(_name, ("evidence",), _help, parameter=BUDGET, best=1.0)
+EVIDENCE_METRICS = tuple(metric.name for metric in METRICS.at("evidence"))  # recall, precision, iou
 
 Spans = dict[str, list[tuple[int, int]]]  # doc_id -> disjoint, sorted [start, end) character spans
 

@@ -7,12 +7,13 @@ examples, all kept in ``prompts/judge_rubrics.yaml``. The judge replies with a J
 Failures: a rate limit, an unreachable server or a malformed reply (no JSON object, or a score that
 is not an integer from 1 to 5) is retried with exponential backoff (``retries`` times, starting at
 ``backoff_s``); if it still fails, the score is recorded as missing (None, with the reason in
-``errors``), never as 0, and averages leave it out. A refused key or an over-long prompt is not
+``errors``), never as 0, and averages leave it out; it is counted (``judge/failures`` per query and in
+all, ``judge/unparseable`` for replies that never parsed), so a judge that fails often shows. A refused key or an over-long prompt is not
 retried. ``judge_many`` carries on past failures; after a missing or refused key it records the
 remaining queries as missing without calling the API again.
 
 The judge is whichever ``LLMClient`` it is given (the CLI passes the generation client).
-Left out: pairwise comparison of runs, caching of judge replies (calibration against a person's scores is
+Left out: pairwise comparison of runs (``rag_core.evaluate.pairwise_judge``), caching of judge replies (calibration against a person's scores is
 ``rag_core.workbench.statistics.judge_calibration``).
 """
 
@@ -24,11 +25,12 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import yaml
 
 from rag_core.api_keys import redact
+from rag_core.evaluate.metric_registry import METRICS as METRIC_REGISTRY
 from rag_core.generate.answer import format_passages
 from rag_core.llm import (TRANSIENT_ERRORS, InvalidAPIKey, LLMClient, LLMError, MissingAPIKey, delimited,
                           json_objects_in, new_nonce, retry_delay)
@@ -37,6 +39,16 @@ from rag_core.records import Hit
 log = logging.getLogger(__name__)
 
 METRICS = ("faithfulness", "answer_relevance", "coverage", "answer_correctness")
+for _axis, _rubric in (("faithfulness", "every claim supported by the passages"),
+                       ("answer_relevance", "the answer addresses the question"),
+                       ("coverage", "the answer uses what the passages hold for the question"),
+                       ("answer_correctness", "the answer agrees with the golden answer")):
+    METRIC_REGISTRY.declare(_axis, ("judge",), f"LLM judge, 1-5: {_rubric} (rubric in prompts/judge_rubrics.yaml)",
+                            best=5.0)
+METRIC_REGISTRY.declare("failures", ("judge",), "judge scores missing after retries (unparseable replies, rate "
+                        "limits, network): counted, never dropped unseen", higher_is_better=False)
+METRIC_REGISTRY.declare("unparseable", ("judge",), "of the failures, replies that never held a valid score",
+                        higher_is_better=False, per_query=False)
 JUDGE_MAX_TOKENS = 400
 
 
@@ -62,11 +74,17 @@ class JudgeScores:
     def missing(self) -> list[str]:
         return list(self.errors)
 
+    @property
+    def unparseable(self) -> int:
+        """Scores missing because the judge's replies never parsed (``MalformedJudgeReply``)."""
+        return sum(error.startswith(MalformedJudgeReply.__name__) for error in self.errors.values())
+
     def as_row(self) -> dict[str, Any]:
         """Flat columns for the per-query results table."""
         row: dict[str, Any] = {f"judge/{metric}": score for metric, score in self.scores().items()}
         row.update({f"judge/{metric}_reason": reason for metric, reason in self.reasons.items()})
         row.update({f"judge/{metric}_error": error for metric, error in self.errors.items()})
+        row["judge/failures"] = len(self.errors)  # counted per query: a missing score is never dropped unseen
         return row
 
 
@@ -183,13 +201,15 @@ def judge_many(
 
 
 def average_judge_scores(per_query: Sequence[JudgeScores]) -> dict[str, float]:
-    """``judge/<metric>``: mean of the scores present (absent when none is); ``judge/missing_count``."""
+    """``judge/<metric>``: mean of the scores present (absent when none is); ``judge/failures``: the scores
+    missing (every cause); ``judge/unparseable``: of which the judge's replies never parsed."""
     averages: dict[str, float] = {}
     for metric in METRICS:
         present = [s for s in (getattr(scores, metric) for scores in per_query) if s is not None]
         if present:
             averages[f"judge/{metric}"] = sum(present) / len(present)
-    averages["judge/missing_count"] = float(sum(len(scores.errors) for scores in per_query))
+    averages["judge/failures"] = float(sum(len(scores.errors) for scores in per_query))
+    averages["judge/unparseable"] = float(sum(scores.unparseable for scores in per_query))
     return averages
 
 
@@ -227,10 +247,18 @@ def _score_with_retries(
     client: LLMClient, system: str, user: str, retries: int, backoff_s: float, max_delay_s: float
 ) -> tuple[int, str] | Exception:
     """(score, reason), or the last error once retries are spent (or at once when retrying cannot help)."""
+    return ask_with_retries(client, system, user, parse_judge_reply, retries, backoff_s, max_delay_s)
+
+
+def ask_with_retries(client: LLMClient, system: str, user: str, parse: Callable[[str], Any], retries: int,
+                     backoff_s: float, max_delay_s: float) -> Any:
+    """``parse`` of the judge's reply, or the last error once retries are spent: a rate limit, a server error
+    or a reply ``parse`` rejects (``MalformedJudgeReply``) is retried with backoff; a refused key, an over-long
+    prompt or a bad request is returned at once (the same next time)."""
     last: Exception = MalformedJudgeReply("not attempted")
     for attempt in range(retries + 1):
         try:
-            return parse_judge_reply(client.complete(system, user, JUDGE_MAX_TOKENS).text)
+            return parse(client.complete(system, user, JUDGE_MAX_TOKENS).text)
         except (*TRANSIENT_ERRORS, MalformedJudgeReply) as exc:
             last = exc
         except LLMError as exc:  # refused key, prompt too long, bad request: the same next time

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from rag_core.evaluate.golden import GoldenSetError, load_golden
-from rag_core.evaluate.page_credit import (DEFAULT_PAGE_CREDIT, TIED_METRICS, WITHOUT_CUTOFF, PageGroups, as_scores,
-                                          credit_rule, page_groups, tied_metric)
+from rag_core.evaluate.metric_registry import CUTOFF, METRICS
+from rag_core.evaluate.page_credit import DEFAULT_PAGE_CREDIT, PageGroups, as_scores, credit_rule, page_groups, tied_metric
 from rag_core.evaluate.relevance import LEVELS, QrelsByLevel, collapse_ranking
 from rag_core.records import Chunk, Document
 from rag_core.retrieve.parent_child import pool_scores
@@ -75,9 +75,11 @@ class RankingMetrics:
 
 
 def metric_names(ks: Iterable[int] = (5, 10)) -> list[str]:
-    """ranx metric names, in report order: recall@k, ndcg@k, hit_rate@k for each k, then mrr."""
-    with_cutoff = [metric for metric in TIED_METRICS if metric not in WITHOUT_CUTOFF]
-    return [f"{metric}@{k}" for k in ks for metric in with_cutoff] + list(WITHOUT_CUTOFF)
+    """The ranking metrics' names within a level, in report order: those with a cutoff at each k (recall@k,
+    ndcg@k, hit_rate@k), then those without (mrr): every metric of the registry that a ranking level computes."""
+    ranking = [metric for metric in METRICS.at("page") if metric.function is not None]
+    return ([f"{metric.name}@{k}" for k in ks for metric in ranking if metric.parameter == CUTOFF]
+            + [metric.name for metric in ranking if metric.parameter != CUTOFF])
 
 
 def evaluate_rankings(
@@ -177,6 +179,14 @@ def first_relevant_rank(ranked_ids: Sequence[str], relevant_ids: Iterable[str]) 
     """1-based rank of the first relevant id in `ranked_ids`, or None when none is retrieved."""
     relevant = set(relevant_ids)
     return next((rank for rank, item_id in enumerate(ranked_ids, start=1) if item_id in relevant), None)
+
+
+METRICS.declare("{stage}_p50_ms", ("latency",), "median time per query in a stage (total: every stage)",
+                higher_is_better=False)
+METRICS.declare("{stage}_p95_ms", ("latency",), "95th percentile of the time per query in a stage",
+                higher_is_better=False)
+METRICS.declare("{stage}_ms", ("latency",), "one query's time in a stage (total: every stage), a column of the per-query table",
+                higher_is_better=False)
 
 
 def latency_summary(samples_ms: Mapping[str, Sequence[float]]) -> dict[str, float]:

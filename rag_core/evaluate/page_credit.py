@@ -20,7 +20,10 @@ with equal pooled scores that first occur in the same passage form a group, orde
 
 ``tied_metric`` computes recall@K, nDCG@K, hit rate@K and MRR in expectation over the orders within
 groups, in closed form: a group of n pages holding r relevant ones puts, at each of its positions, a
-relevant page with probability r / n. With groups of one page it is the usual (ranx) definition.
+relevant page with probability r / n. With groups of one page it is the usual (ranx) definition. Each is
+registered in the metric registry (``rag_core.evaluate.metric_registry``) at every ranking level, with its
+function ``(spans, cutoff, number relevant) -> value``: adding a ranking metric is one function and its
+``METRICS.define`` line, here or in a plugin (``docs/adding.md``).
 
 Left out: graded relevance (evidence is binary); ties between different passages (a fused ranking
 orders them already).
@@ -31,6 +34,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
+from rag_core.evaluate.metric_registry import CUTOFF, METRICS, RANKING_LEVELS
 from rag_core.records import Chunk, Document
 
 PageGroups = list[list[str]]  # tie groups of page ids ("doc#pN"), best first; a page appears once
@@ -118,22 +122,25 @@ Span = tuple[int, int, int]  # (positions before a tie group, its size, the rele
 
 
 def tied_metric(name: str, groups: PageGroups, relevant: set[str]) -> float:
-    """One metric (``recall@5``, ``ndcg@10``, ``hit_rate@5``, ``mrr``: ``TIED_METRICS``) of tie groups, in
-    expectation over the orders within each group; 0 when nothing is relevant or retrieved."""
+    """One ranking metric (``recall@5``, ``ndcg@10``, ``hit_rate@5``, ``mrr``: those of the metric registry at
+    a ranking level) of tie groups, in expectation over the orders within each group; 0 when nothing is
+    relevant or retrieved."""
+    metric, _, cutoff_text = name.partition("@")
+    registered = METRICS.find("page", metric)
+    if registered is None or registered.function is None:
+        valid = ", ".join(item.written for item in METRICS.at("page") if item.function is not None)
+        raise ValueError(f"unknown metric {name!r}; valid: {valid}")
+    if registered.parameter == CUTOFF and not cutoff_text:
+        raise ValueError(f"metric {name!r} needs a cutoff (@K)")
     if not relevant or not groups:
         return 0.0
-    metric, _, cutoff_text = name.partition("@")
     cutoff = int(cutoff_text) if cutoff_text else None
     spans: list[Span] = []
     before = 0
     for group in groups:
         spans.append((before, len(group), sum(page in relevant for page in group)))
         before += len(group)
-    if cutoff is None and metric not in WITHOUT_CUTOFF:
-        raise ValueError(f"metric {name!r} needs a cutoff (@K)")
-    if metric not in TIED_METRICS:
-        raise ValueError(f"unknown metric {name!r}; valid: recall@K, ndcg@K, hit_rate@K, mrr")
-    return TIED_METRICS[metric](spans, cutoff, len(relevant))
+    return registered.function(spans, cutoff, len(relevant))
 
 
 def _inside(spans: Sequence[Span], cutoff: int) -> list[tuple[int, int, int, int]]:
@@ -141,10 +148,13 @@ def _inside(spans: Sequence[Span], cutoff: int) -> list[tuple[int, int, int, int
     return [(start, size, found, min(size, cutoff - start)) for start, size, found in spans if start < cutoff]
 
 
+@METRICS.define("recall", RANKING_LEVELS, "share of the relevant items in the first K", parameter=CUTOFF, best=1.0)
 def _recall(spans: Sequence[Span], cutoff: int, relevant: int) -> float:
     return sum(found * shown / size for _, size, found, shown in _inside(spans, cutoff)) / relevant
 
 
+@METRICS.define("ndcg", RANKING_LEVELS, "normalised discounted cumulative gain of the first K (binary relevance)",
+                parameter=CUTOFF, best=1.0)
 def _ndcg(spans: Sequence[Span], cutoff: int, relevant: int) -> float:
     gain = sum(found / size / math.log2(start + position + 1)
                for start, size, found, shown in _inside(spans, cutoff) for position in range(1, shown + 1))
@@ -152,12 +162,14 @@ def _ndcg(spans: Sequence[Span], cutoff: int, relevant: int) -> float:
     return gain / ideal
 
 
+@METRICS.define("hit_rate", RANKING_LEVELS, "1 when a relevant item is in the first K", parameter=CUTOFF, best=1.0)
 def _hit_rate(spans: Sequence[Span], cutoff: int, relevant: int) -> float:
     """1 - P(no relevant page among the shown positions of every group)."""
     return 1.0 - math.prod(math.comb(size - found, shown) / math.comb(size, shown)
                            for _, size, found, shown in _inside(spans, cutoff))
 
 
+@METRICS.define("mrr", RANKING_LEVELS, "1 / the rank of the first relevant item (whole ranking)", best=1.0)
 def _expected_reciprocal_rank(spans: Sequence[Span], cutoff: int | None = None, relevant: int = 0) -> float:
     """E[1 / rank of the first relevant page] (MRR takes no cutoff: one given is not applied): decided by
     the first group holding one (every position of a group comes before the next group). In a random
@@ -168,10 +180,3 @@ def _expected_reciprocal_rank(spans: Sequence[Span], cutoff: int | None = None, 
             total = math.comb(size, found)
             return sum(math.comb(size - j, found - 1) / total / (start + j) for j in range(1, size - found + 2))
     return 0.0
-
-
-# metric name -> function(spans, cutoff, number relevant), in report order: adding a metric is one
-# function and one line (metric_names lists them: each with @K, those in WITHOUT_CUTOFF once)
-TIED_METRICS: dict[str, Callable[[Sequence[Span], int | None, int], float]] = {
-    "recall": _recall, "ndcg": _ndcg, "hit_rate": _hit_rate, "mrr": _expected_reciprocal_rank}
-WITHOUT_CUTOFF = ("mrr",)

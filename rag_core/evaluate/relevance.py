@@ -80,6 +80,12 @@ def _normalise(text: str) -> _Normalised:
     return _Normalised("".join(chars), offsets)
 
 
+def normalised(text: str) -> str:
+    """`text` as evidence is matched: case folded, NFKC, plain quotes and dashes, no white space and no
+    line-break hyphens (``"Cash Flow s"`` and ``"cash flows"`` give the same)."""
+    return _normalise(text).text
+
+
 @functools.lru_cache(maxsize=64)
 def _normalised_document(document: Document) -> _Normalised:
     return _normalise(document.text)

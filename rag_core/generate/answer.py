@@ -34,11 +34,12 @@ conversation history, answer caching.
 from __future__ import annotations
 
 import html
+import re
 from dataclasses import dataclass
 from importlib import resources
 from typing import Mapping, Sequence
 
-from rag_core.generate.citations import CitationCheck, check_citations
+from rag_core.generate.citations import CitationCheck, check_citations, strip_citations
 from rag_core.generate.sentences import SentenceScorer, select_sentences, term_weight_scorer
 from rag_core.config import RagConfig
 from rag_core.doc_ids import escape_controls
@@ -56,6 +57,13 @@ EXTRACTIVE_LABEL = (
     "Extractive answer ({reason}): the sentences below are quoted from the documents, those of the top passages "
     "that best match the question; no answer was generated."
 )
+
+
+def answer_body(text: str) -> str:
+    """What an answer says: its text without the extractive answer's label and without citation markers
+    (what the answer metrics of ``rag_core.evaluate.answer_metrics`` score)."""
+    label = re.escape(EXTRACTIVE_LABEL).replace(re.escape("{reason}"), r"[^)]*")
+    return strip_citations(re.sub(label, "", text, count=1)).strip()
 
 
 def retriever_names(config: RagConfig) -> tuple[str, ...]:
@@ -154,6 +162,7 @@ def answer_question(
     max_delay_s: float = 30.0,
     sentence_scorer: SentenceScorer | None = None,
     documents: Mapping[str, Document] | None = None,
+    check_relevance: bool = True,
 ) -> Answer:
     """Answer ``query`` from ``hits`` (best first).
 
@@ -163,6 +172,8 @@ def answer_question(
     ``rag_core.llm.complete_with_retries``. An extractive answer's sentences are chosen by
     `sentence_scorer` (default: the share of the question's terms, by ``config.tokenizer``; the service
     passes ``rag_core.generate.sentences.pipeline_scorer``) and placed on their pages by `documents`.
+    ``check_relevance=False`` skips the no-answer threshold (passages known to hold the answer: the oracle of
+    ``rag_core.evaluate.oracle``); with no passage at all the answer is still "not in the documents".
     """
     passages = tuple(hits[: config.k])
     scorer = sentence_scorer or term_weight_scorer(get_tokenizer(config.tokenizer))
@@ -170,7 +181,7 @@ def answer_question(
     def extractive(warning: str, reason: str = "no LLM configured") -> Answer:
         return extractive_answer(passages, warning, reason, query=query, scorer=scorer, documents=documents)
 
-    if not any(passage_clears(hit, config) for hit in passages):
+    if not passages or (check_relevance and not any(passage_clears(hit, config) for hit in passages)):
         reranked = any("rerank" in hit.stages for hit in passages)
         warning = f"no retrieved passage cleared the relevance threshold ({threshold_description(config, reranked)})"
         return Answer(NO_ANSWER_TEXT, AnswerMode.NO_ANSWER, None, (), (), None, None, warning=warning)

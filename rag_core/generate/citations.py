@@ -100,19 +100,24 @@ def split_sentences(text: str) -> list[str]:
     return sentences
 
 
+def strip_citations(text: str) -> str:
+    """`text` without its citation markers (``[Source: ...]``), spaces around them closed up."""
+    return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]*" + _BRACKET.pattern, "", text, flags=re.IGNORECASE))
+
+
 def average_citation_checks(checks: Iterable[CitationCheck | None]) -> dict[str, float]:
     """Means over the answers checked (None = not checked, e.g. an extractive answer).
 
-    ``citations/valid_share`` averages only answers that cite something; an answer that cites
-    nothing scores 0 on ``citations/cited_sentence_share`` instead.
+    ``citation/valid_share`` averages only answers that cite something; an answer that cites
+    nothing scores 0 on ``citation/cited_sentence_share`` instead.
     """
     present = [check for check in checks if check is not None]
     metrics: dict[str, float] = {}
     shares = [check.valid_share for check in present if check.valid_share is not None]
     if shares:
-        metrics["citations/valid_share"] = sum(shares) / len(shares)
+        metrics["citation/valid_share"] = sum(shares) / len(shares)
     if present:
-        metrics["citations/cited_sentence_share"] = sum(c.cited_sentence_share for c in present) / len(present)
+        metrics["citation/cited_sentence_share"] = sum(c.cited_sentence_share for c in present) / len(present)
     return metrics
 
 

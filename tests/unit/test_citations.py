@@ -91,7 +91,7 @@ def test_average_citation_checks():
     uncited = check_citations("Nothing cited.", HITS)  # no valid share; 0 cited
     averages = average_citation_checks([first, second, uncited, None])
     assert averages == {
-        "citations/valid_share": pytest.approx((0.5 + 1.0) / 2),
-        "citations/cited_sentence_share": pytest.approx((1.0 + 0.5 + 0.0) / 3),
+        "citation/valid_share": pytest.approx((0.5 + 1.0) / 2),
+        "citation/cited_sentence_share": pytest.approx((1.0 + 0.5 + 0.0) / 3),
     }
     assert average_citation_checks([None]) == {}

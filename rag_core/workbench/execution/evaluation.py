@@ -36,6 +36,7 @@ from rag_core.paths import PROJECT_ROOT, SAMPLE_DOCUMENTS_DIR, SAMPLE_GOLDEN_FIL
 from rag_core.service import store_access
 from rag_core.workbench.execution.evaluation_log import log_evaluation
 from rag_core.workbench.plans.results import EvalRun
+from rag_core.workbench.statistics.oracle_loss import loss_metrics
 from rag_core.workbench.tracking.datasets import log_golden_input
 from rag_core.workbench.tracking.golden_datasets import GoldenVersion, link_to_experiment, load_golden_dataset
 from rag_core.workbench.tracking.tracker import Tracker, TrackingTarget, tracking_errors
@@ -119,18 +120,22 @@ def evaluate_and_log(
     *,
     tracking: TrackingTarget | None = TrackingTarget(),
     judge: bool = False,
+    oracle: bool = False,
     progress: bool = False,
     where: Mapping[str, Any] | None = None,
 ) -> EvalRun:
     """Evaluate `config` on `inputs` and log one MLflow run where `tracking` says (None: not logged).
     Its experiment defaults to ``inputs.experiment`` and its run name to ``run_name_for(config)``;
-    with ``tracking.run_id`` (a run the caller created, e.g. a sweep point) the report goes into that run."""
+    with ``tracking.run_id`` (a run the caller created, e.g. a sweep point) the report goes into that run.
+    Answers: the ``answers`` setting, `judge` (the LLM judge too) and `oracle` (answers from the golden
+    evidence as well; the losses due to retrieval and to generation join the metrics: ``oracle_loss``)."""
     if tracking is not None and tracking.run_id is None:  # an unusable tracking store fails before the work
         Tracker.at(tracking.uri).check(tracking.experiment or inputs.experiment)  # a deleted one too
     started = time.perf_counter()
     with store_access(Path(store_dir)):  # a read-only store: one line naming it (exit 1)
-        report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, progress=progress,
-                                 read_seconds=inputs.read_seconds, where=where)
+        report = evaluate_config(config, inputs.corpus, inputs.queries, store_dir, judge=judge, oracle=oracle,
+                                 progress=progress, read_seconds=inputs.read_seconds, where=where)
+    report.metrics.update(loss_metrics(report.per_query))
     timing = {
         "timing/read_seconds": inputs.read_seconds,
         "timing/build_seconds": report.metrics["index/ingest_seconds"] - inputs.read_seconds,

@@ -8,7 +8,9 @@ ranking metric with its interval, the held-out score (with a holdout) and the la
 still too wide (many swept settings, a narrow terminal), it gives up, in this order: the held-out
 interval, one-line setting headers (``chunk_size`` becomes ``chunk`` over ``size``), the ranking
 metric's interval, and finally the settings' own columns (one ``settings`` column,
-``chunk_size=256 overlap=64``, cut with ``...``).
+``chunk_size=256 overlap=64``, cut with ``...``). Other metrics join as columns when a sweep file's
+``table_metrics`` names them (its default, ``latency/total_p50_ms``, is the latency column); their intervals go
+first of all.
 
 Left out: every other metric and the run ids (``sweep --wide``, the parent run's ``comparison.csv``
 and MLflow keep them), colour.
@@ -45,26 +47,30 @@ class Column:
 
 
 def compact_table(table: "pd.DataFrame", ranked_by: str, held_out: str | None = None,
-                  latency: str = "latency/total_p50_ms", width: int = WIDTH) -> str:
+                  shown: Sequence[str] | str = ("latency/total_p50_ms",), width: int = WIDTH) -> str:
     """`table` (``compare_sweep``'s, best first, with ``ci_low``/``ci_high`` columns) as text at most
     `width` characters wide: rank, verdict, swept settings, `ranked_by` with its interval, `held_out`
-    (None: no holdout) and `latency`."""
+    (None: no holdout) and each metric of `shown` (a sweep file's ``table_metrics``: with its interval while
+    there is room; a latency in milliseconds); a metric the table lacks is left out."""
     rows = [row for _, row in table.iterrows()]
+    shown = [shown] if isinstance(shown, str) else [name for name in shown if name in table and name != ranked_by]
     settings = swept_columns(table, ranked_by)
     fixed = [Column(("rank",), tuple(_rank(row.get("rank")) for row in rows)),
              Column(("verdict",), tuple(_verdict(row) for row in rows), left=True)]
     one_line = [Column((name,), tuple(_setting(row[name]) for row in rows)) for name in settings]
     two_lines = [_split_header(column) for column in one_line]
 
-    def metrics(ranked_interval: bool, held_interval: bool) -> list[Column]:
+    def metrics(ranked_interval: bool, held_interval: bool, shown_interval: bool = False) -> list[Column]:
         columns = [Column((ranked_by,), tuple(_shown(row, ranked_by, ranked_interval) for row in rows))]
         if held_out:
             columns.append(Column((held_out if held_interval else "held-out",),
                                   tuple(_shown(row, held_out, held_interval) for row in rows)))
-        return [*columns, Column((_latency_header(latency),), tuple(_milliseconds(row, latency) for row in rows))]
+        return [*columns, *(Column((_latency_header(name),), tuple(_milliseconds(row, name) for row in rows))
+                            if _is_latency(name) else Column((name,), tuple(_shown(row, name, shown_interval)
+                                                                           for row in rows)) for name in shown)]
 
-    attempts = [[*fixed, *one_line, *metrics(True, True)], [*fixed, *one_line, *metrics(True, False)],
-                [*fixed, *two_lines, *metrics(True, False)],
+    attempts = [[*fixed, *one_line, *metrics(True, True, True)], [*fixed, *one_line, *metrics(True, True)],
+                [*fixed, *one_line, *metrics(True, False)], [*fixed, *two_lines, *metrics(True, False)],
                 [*fixed, *two_lines, *map(_split_header, metrics(False, False))]]
     for columns in attempts:
         lines = _render(columns)
@@ -75,6 +81,10 @@ def compact_table(table: "pd.DataFrame", ranked_by: str, held_out: str | None = 
     joined = [" ".join(f"{name}={_setting(row[name])}" for name in settings) for row in rows]
     combined = Column(("settings",), tuple(_clipped(text, max(room, 3)) for text in joined), left=True)
     return "\n".join(line[:width].rstrip() for line in _render([*fixed, combined, *others[len(fixed):]]))
+
+
+def _is_latency(name: str) -> bool:
+    return name.split("/")[-2:-1] == ["latency"]
 
 
 def swept_columns(table: "pd.DataFrame", ranked_by: str) -> list[str]:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from rag_core.workbench.plans.sweep_file import SweepSpec
-from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep, log_split
+from rag_core.workbench.reports.sweep_report import SplitWithDefaultRun, compare_sweep, log_split, table_columns
 from rag_core.workbench.search.driver import COMPLETE, RECORD_ATTR, REPEAT, STORAGE_TAG, STUDY_TAG, SearchHistory, TrialRecord
 from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics
 from rag_core.workbench.statistics.intervals import load_per_query
@@ -68,7 +68,8 @@ def search_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepS
             for name, value in values.items():
                 runs.loc[runs["run_id"] == run_id, name] = value
         holdout = SplitWithDefaultRun(split, default_run, str(final.get("default_status", "not run")))
-    table, report = compare_sweep(runs, per_query, spec.primary_metric, spec.axes, metrics, holdout, spec.select)
+    table, report = compare_sweep(runs, per_query, spec.primary_metric, spec.axes,
+                                  table_columns(runs.columns, spec.primary_metric, metrics), holdout, spec.select)
     if "role" not in table and history.best is not None:
         winners = set(history.best.run_ids)
         table.insert(1, "role", ["winner" if run_id in winners else "" for run_id in table["run_id"]])

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from rag_core.evaluate.metric_catalog import reported_metrics
 from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC
-from rag_core.retrieve.retrievers import RETRIEVERS
 from rag_core.workbench.plans.holdout_plan import SplitWithDefaultConfig
 from rag_core.workbench.plans.sweep_file import SweepSpec
 from rag_core.workbench.reports.compare import baseline_run, comparison_table, latest_sweep, load_runs
@@ -129,7 +129,7 @@ def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSp
         for name in by_run.columns:  # a column at a time: cell by cell cost 0.6 s for 12 runs
             runs.loc[scored, name] = runs.loc[scored, "run_id"].map(by_run[name])
         holdout = SplitWithDefaultRun(plan.split, *_default_run(plan, outcomes))
-    metrics = [*metrics, *retriever_columns(runs.columns, spec.primary_metric)]
+    metrics = table_columns(runs.columns, spec.primary_metric, metrics)
     table, report = compare_sweep(runs, per_query, spec.primary_metric, spec.axes, metrics, holdout, spec.select)
     tags = {SELECT_TAG: spec.select}
     if "vs best" in table:
@@ -145,11 +145,12 @@ def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSp
     return table, report
 
 
-def retriever_columns(columns: Sequence[str], primary_metric: str) -> list[str]:
-    """Each fused retriever's own recall and primary metric (``dense/page/recall@5``, ``bm25/page/ndcg@10``),
-    where some point logged them: the table then shows when one input drags a fusion down."""
-    wanted = dict.fromkeys(("page/recall@5", primary_metric))
-    return [f"{name}/{metric}" for name in RETRIEVERS.names() for metric in wanted if f"{name}/{metric}" in columns]
+def table_columns(columns: Sequence[str], primary_metric: str, first: Sequence[str] = ()) -> list[str]:
+    """The comparison table's metrics after the primary one: `first` (the sweep file's ``table_metrics``), then
+    every other registered metric some run logged (``reported_metrics``: registry order, a fused retriever's own
+    lists after the final ranking's), so that ``comparison.csv`` and ``sweep --wide`` hold every metric with its
+    interval."""
+    return list(dict.fromkeys(name for name in [*first, *reported_metrics(columns)] if name != primary_metric))
 
 
 def log_split(tracker: Tracker, run_id: str, split: QuerySplit) -> None:

@@ -24,6 +24,7 @@ from rag_core.evaluate.relevance import LEVELS
 from rag_core.retrieve.pipeline import shown_stages
 from rag_core.retrieve.retrievers import retriever_choices
 from rag_core.retrieve.windows import UNREAD_WARN_SHARE
+from rag_core.workbench.reports.answer_text import answer_sections
 from rag_core.terminal_text import TERMINAL_WIDTH, fit
 
 if TYPE_CHECKING:
@@ -159,6 +160,8 @@ def format_eval_report(report: "EvalReport") -> str:
     lines += ["", f"Context (the k={params.get('k')} passages given to the LLM): "
                   f"recall {metrics.get('context/recall', 0.0):.3f}, precision {metrics.get('context/precision', 0.0):.3f}, "
                   f"{metrics.get('context/words', 0.0):.0f} words per query"]
+    for title, header, rows in answer_sections(report):  # eval --answers, --oracle, --judge
+        lines += ["", title] + (text_table(header, rows) if header and rows else [])
     stages = [name[len("latency/"):-len("_p50_ms")] for name in metrics if name.endswith("_p50_ms")]
     if stages:
         lines += ["", "Latency per query (ms)"]

@@ -14,11 +14,11 @@ difference, 0 when below zero and 1 otherwise. With several metrics the p-values
 Each side's score is shown with its percentile-bootstrap 95% interval over queries, and the mean
 difference with its own (``rag_core.workbench.statistics.intervals``; the scheme of ``rag_core.finetune.significance``,
 which this layer does not import).
-Each metric has a direction (``metric_direction``): higher is better for the retrieval, context, judge
-and citation scores; lower for latencies (``latency/*``, ``*_ms``, ``*_s``), token counts, costs and
-``context/words``. For a lower-is-better metric the test runs on ``baseline_q - candidate_q`` (the
-margin is in the metric's unit: milliseconds for a latency); the difference shown is always candidate
-minus baseline. A column of the per-query table that is not a score (``query``, ``top_sources``,
+Each metric has a direction (``metric_direction``), read from the metric registry
+(``rag_core.evaluate.metric_catalog``): higher is better for the retrieval, evidence, context, answer,
+citation and judge scores; lower for latencies (``latency/*``), ``context/words`` and ``judge/failures``.
+For a lower-is-better metric the test runs on ``baseline_q - candidate_q`` (the margin is in the metric's
+unit: milliseconds for a latency); the difference shown is always candidate minus baseline. A column of the per-query table that is not a score (``query``, ``top_sources``,
 ``outcome``, the ``first_relevant_*`` ranks) or a metric of unknown direction is refused (bad input),
 naming the metrics the gate accepts.
 Left out: tests other than the t-test (the paired bootstrap's p of ``significance``).
@@ -27,31 +27,23 @@ Left out: tests other than the t-test (the paired bootstrap's p of ``significanc
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from rag_core.errors import BadInput
+from rag_core.evaluate.metric_catalog import METRICS
 from rag_core.workbench.statistics.intervals import Interval, bootstrap_interval
 from rag_core.workbench.statistics.selection import ALPHA, holm
 
 DEFAULT_METRICS = ("page/ndcg@10",)
-# metric families (the part of a name before its last "/", a retriever's prefix ignored) where higher is better
-HIGHER_IS_BETTER_FAMILIES = ("chunk", "page", "doc", "context", "evidence", "judge", "citations", "answers")
-LOWER_IS_BETTER = re.compile(r"(^|/)latency/|_ms$|_s$|_seconds$|(^|/)context/words$|tokens$|(^|/|_)cost")
-NOT_SCORES = re.compile(r"_(reason|error|count)$")
 
 
 def metric_direction(metric: str) -> bool | None:
-    """True: higher is better; False: lower is better; None: not a metric the gate knows."""
-    if LOWER_IS_BETTER.search(metric):
-        return False
-    parts = metric.split("/")
-    if len(parts) >= 2 and parts[-2] in HIGHER_IS_BETTER_FAMILIES and not NOT_SCORES.search(metric):
-        return True
-    return None
+    """True: higher is better; False: lower is better; None: not a registered metric (a column of text, a
+    rank, an index figure)."""
+    return METRICS.direction(metric)
 
 
 @dataclass(frozen=True)
