@@ -40,7 +40,7 @@ __all__ = ["DEFAULT_EMBED_MODEL", "DEFAULT_LLM_MODEL", "DEFAULT_RERANK_MODEL", "
            "ConfigError", "RagConfig", "load_config", "read_yaml_mapping", "read_yaml_settings", "setting_names"]
 
 LLM_PROVIDERS = ("anthropic", "openai")
-CHUNK_CONTEXTS = ("none", "title", "title_heading")
+CHUNK_CONTEXTS = ("none", "title", "title_heading", "title_section_path")  # rag_core.retrieve.context
 MAX_YAML_VALUES = 100_000  # a config or sweep file holding more (aliases written out) is refused
 PAGE_SCORES = ("first", "max", "sum", "mean_top")  # first: pages in order of first occurrence; the others pool
 PAGE_CREDITS = ("tied", "majority", "page_order")  # rag_core.evaluate.page_credit's rules (a test keeps them equal)
@@ -71,7 +71,8 @@ SETTINGS.declare(
     Setting("table_text", bool, False, "index each PDF table row as a line with its caption, row label and column "
             "headers, after the text of the chunk it is in (shown text unchanged; find_tables: slow, cached)",
             group="ingest", stage="ingest"),
-    Setting("chunk_context", str, "none", "prefix the indexed text of each chunk: none | title | title_heading "
+    Setting("chunk_context", str, "none", "prefix the indexed text of each chunk: none | title | title_heading | "
+            "title_section_path "
             "(shown text unchanged)", choices=CHUNK_CONTEXTS, group="ingest", stage="ingest"),
     Setting("metadata_pattern", str, "", "regex with named groups over document ids giving metadata, e.g. "
             "(?P<company>[^_]+)_(?P<year>\\d{4})", rule=_pattern_problem, group="ingest", stage="ingest"),

@@ -53,7 +53,7 @@ def test_the_plugin_sweep_runs_from_a_clean_checkout_with_plugin_settings_as_par
     assert len(runs) == 8 and {run.info.status for run in runs} == {"FINISHED"}
     points = {(run.data.params["mode"], run.data.params["chunker"]) for run in runs}
     assert points == {(mode, chunker) for mode in ("bm25", "tfidf", "bm25,tfidf", "hybrid")
-                      for chunker in ("recursive", "sentences")}
+                      for chunker in ("recursive", "sentence_runs")}
     for run in runs:  # the plugins' settings are params of every run, like the built-ins'
         params = run.data.params
         assert (params["tfidf_ngram_max"], params["tfidf_sublinear_tf"], params["sentence_overlap"]) == ("1", "True", "1")
@@ -93,11 +93,11 @@ def test_the_example_chunker_keeps_whole_sentences_within_chunk_size(isolated_co
     load_plugins([str(EXAMPLES / "sentence_chunker.py")])
     text = "One two three. Four five six seven. Eight nine.\n\nTen eleven twelve thirteen fourteen. Fifteen."
     document = Document.from_pages("s.txt", [text], "s.txt")
-    chunker = make_chunker(RagConfig(chunker="sentences", chunk_size=7, overlap=0, sentence_overlap=1))
+    chunker = make_chunker(RagConfig(chunker="sentence_runs", chunk_size=7, overlap=0, sentence_overlap=1))
     chunks = [chunk.text for chunk in chunker.chunk_corpus([document])]
     assert chunks == ["One two three. Four five six seven.", "Four five six seven. Eight nine.",
                       "Eight nine.\n\nTen eleven twelve thirteen fourteen.",
                       "Ten eleven twelve thirteen fourteen. Fifteen."]
-    no_overlap = make_chunker(RagConfig(chunker="sentences", chunk_size=7, overlap=0, sentence_overlap=0))
+    no_overlap = make_chunker(RagConfig(chunker="sentence_runs", chunk_size=7, overlap=0, sentence_overlap=0))
     assert [chunk.text for chunk in no_overlap.chunk_corpus([document])] == [
         "One two three. Four five six seven.", "Eight nine.\n\nTen eleven twelve thirteen fourteen.", "Fifteen."]

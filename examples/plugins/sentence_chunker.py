@@ -1,7 +1,8 @@
-"""A chunker that is not built in: whole sentences, packed up to ``chunk_size`` words, as a plugin.
+"""A chunker of one's own: whole sentences, packed up to ``chunk_size`` words, as a plugin (the built-in
+``sentences`` chunker does this too, with its own overlap rule: this file is the example of a plugin).
 
 Nothing in rag_core names this file; a config or sweep file lists it (``plugins: [sentence_chunker.py]``)
-and ``chunker: sentences`` picks it. Each chunk is a run of whole sentences of at most ``chunk_size``
+and ``chunker: sentence_runs`` picks it. Each chunk is a run of whole sentences of at most ``chunk_size``
 words (a longer sentence is a chunk of its own); the next chunk starts ``sentence_overlap`` sentences
 before the previous one ended. ``per_page`` keeps chunks inside pages. ``overlap`` (in words) is not
 used. Chunks are exact spans of the document text (``span_chunk``), so evidence is located in them as
@@ -21,9 +22,9 @@ SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n\s*\n")  # after . ! ? and at blank 
 
 
 @CHUNKERS.register(
-    "sentences",
-    help="whole sentences packed up to chunk_size words, an example plugin",
-    settings=[Setting("sentence_overlap", int, 1, "sentences chunker: sentences repeated from the previous chunk",
+    "sentence_runs",
+    help="whole sentences packed up to chunk_size words, sentence_overlap sentences repeated: an example plugin",
+    settings=[Setting("sentence_overlap", int, 1, "sentence_runs chunker: sentences repeated from the previous chunk",
                       minimum=0, maximum=5, stage="chunking")],
 )
 class SentenceChunker(Chunker):

@@ -35,6 +35,9 @@ class ConfigFields:
     per_page: bool
     chunker: str
     child_size: int
+    semantic_buffer: int
+    semantic_percentile: float
+    cluster_piece_size: int
     # ingest
     extract_tables: bool
     table_text: bool

@@ -30,7 +30,7 @@ new model); to keep a query quick it embeds only the ``EMBEDDED_SENTENCES`` sent
 rank best (``shortlisted``), each up to ``EMBED_WORDS`` words.
 
 A sentence ends at ``.``, ``!`` or ``?`` before white space (not after a few common abbreviations), or
-at a blank line (pages are joined by one); a heading line without a full stop stays with the sentence
+at a blank line (pages are joined by one: ``rag_core.ingest.sentence_split``, which the chunkers share); a heading line without a full stop stays with the sentence
 after it ("QS-4021 Billing account suspended HTTP 402."). With the documents at hand, passages are
 widened to the sentences they cut at either end (chunks start and end mid-sentence) and overlapping
 passages of one document are merged, so that no sentence is offered twice.
@@ -46,13 +46,14 @@ fourth sentence.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, NamedTuple, Sequence
 
 import numpy as np
 
 from rag_core.doc_ids import escape_controls
+from rag_core.ingest.sentence_split import split_sentences
+from rag_core.ingest.sentence_split import SENTENCE_END as _END
 from rag_core.records import Document, Hit
 from rag_core.retrieve.fusion.rrf import reciprocal_rank_fusion
 
@@ -79,8 +80,6 @@ EMBED_WORDS = 40  # and each only up to this many words (a query's time: benchma
 # better on the sample set, and one chosen leaving a question out does worse (benchmarks/extractive_answers.py --grid)
 LEXICAL_WEIGHT = 0.15
 WIDEN_CHARS = 400  # how far a passage is widened to the sentence it cuts, at most
-ABBREVIATIONS = ("e.g", "i.e", "etc", "vs", "approx", "inc", "corp", "ltd", "mr", "mrs", "dr", "fig", "u.s")
-_END = re.compile(r"[.!?](?=[\"')\]]?\s)|\n[ \t]*\n")
 
 
 @dataclass(frozen=True)
@@ -107,31 +106,6 @@ class _Sentence:
     start: int
     pages: tuple[int, int]  # its page, or without the document its passage's first and last
     title: bool  # a question, or a short line of its own (a heading, an FAQ's title): shown with what follows
-
-
-def split_sentences(text: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the sentences of `text`, in order, white space at either end left out."""
-    spans, start = [], 0
-    for match in _END.finditer(text):
-        if match.group() == "." and _is_abbreviation(text, match.start()):
-            continue
-        spans.append((start, match.end() if match.group().strip() else match.start()))
-        start = match.end()
-    spans.append((start, len(text)))
-    trimmed = []
-    for begin, end in spans:
-        while begin < end and text[begin].isspace():
-            begin += 1
-        while end > begin and text[end - 1].isspace():
-            end -= 1
-        if begin < end:
-            trimmed.append((begin, end))
-    return trimmed
-
-
-def _is_abbreviation(text: str, dot: int) -> bool:
-    word = re.search(r"[\w.]+$", text[max(0, dot - 8):dot])
-    return bool(word) and word.group().lower() in ABBREVIATIONS
 
 
 def select_sentences(question: str, hits: Sequence[Hit], scorer: SentenceScorer,

@@ -1,6 +1,7 @@
 """Ingest: documents from PDFs (PyMuPDF, 1-based pages), ``.txt`` and ``.md``; the document store;
-recursive chunking with page and character offsets; tables, titles and headings from PDFs; document
-metadata. (BEIR datasets, which bring queries too, are read by ``rag_core.evaluate.beir``.)"""
+chunking (``chunkers/``: recursive, fixed, sentences, semantic, cluster, structure) with page and character
+offsets; sentences and sections of a text; tables, titles and headings from PDFs; document metadata.
+(BEIR datasets, which bring queries too, are read by ``rag_core.evaluate.beir``.)"""
 
 from rag_core._lazy import lazy_exports
 

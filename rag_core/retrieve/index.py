@@ -203,7 +203,7 @@ class Index:
                 log.warning("the store's file %s was damaged (%s); rebuilding it from the documents", path,
                             str(exc)[:80] or type(exc).__name__)
         started = time.perf_counter()
-        chunks = make_chunker(self.config, self._count_tokens).chunk_corpus(self.corpus.documents)
+        chunks = make_chunker(self.config, self._count_tokens, self.embedder).chunk_corpus(self.corpus.documents)
         self.stats.chunk_seconds = time.perf_counter() - started
         self.stats.chunkings_built = 1
         self.dir.mkdir(parents=True, exist_ok=True)

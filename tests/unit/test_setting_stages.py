@@ -68,10 +68,13 @@ class StandInModel:
 
 
 class UnbuiltIndex(Index):
-    """An index whose retrievers are made but not built: only their keys are asked for."""
+    """An index that chunks nothing and whose retrievers are made but not built: only keys are asked for."""
 
     def retriever(self, name: str) -> Retriever:
         return RETRIEVERS.load(name)(name, self.config, self.resources)
+
+    def _load_or_build_chunks(self) -> list:
+        return []
 
 
 def keys(config: RagConfig, store=None) -> dict[str, tuple]:

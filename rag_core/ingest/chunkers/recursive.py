@@ -17,7 +17,7 @@ from __future__ import annotations
 import re
 from typing import Iterable, Sequence
 
-from rag_core.ingest.chunkers.base import WORD, Chunker, Count, Span, count_words
+from rag_core.ingest.chunkers.base import WORD, Chunker, Count, Span, count_words, page_regions
 from rag_core.records import Chunk, Document
 
 __all__ = ["SEPARATORS", "RecursiveChunker", "chunk_corpus", "chunk_document", "split_span"]
@@ -38,16 +38,8 @@ def chunk_document(document: Document, chunk_size: int, overlap: int, per_page: 
     if overlap >= chunk_size:
         raise ValueError("overlap must be smaller than chunk_size")
     text = document.text
-    regions: list[Span]
-    if per_page:
-        regions = [
-            (start, start + len(document.page_text(page)))
-            for page, start in enumerate(document.page_starts, start=1)
-        ]
-    else:
-        regions = [(0, len(text))]
     chunks = []
-    for region in regions:
+    for region in page_regions(document, per_page):
         pieces = _split(text, region, chunk_size, level=0, count=count)
         for start, end in _merge(text, pieces, chunk_size, overlap, count):
             chunk_text = text[start:end]
@@ -147,7 +139,5 @@ def _tail(text: str, start: int, end: int, overlap: int, count: Count = count_wo
 
 
 class RecursiveChunker(Chunker):
-    count: Count = staticmethod(count_words)  # chunk_unit tokens: the embedding model's counter (make_chunker)
-
     def chunk(self, document: Document) -> list[Chunk]:
         return chunk_document(document, self.config.chunk_size, self.config.overlap, self.config.per_page, self.count)
