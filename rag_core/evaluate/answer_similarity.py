@@ -38,16 +38,19 @@ def _scored(answers: Sequence[str], golds: Sequence[str | None]) -> list[int]:
 
 
 def cosine_similarities(encode: Encode, answers: Sequence[str], golds: Sequence[str | None]) -> list[float | None]:
-    """One cosine per answer (None without a golden answer or an answer), from one call of `encode`."""
+    """One cosine per answer (None without a golden answer or an answer), from one call of `encode` (each
+    distinct text once, shortest first: batches of like lengths are padded less)."""
     positions = _scored(answers, golds)
     values: list[float | None] = [None] * len(answers)
     if not positions:
         return values
-    vectors = np.asarray(encode([answers[i] for i in positions] + [str(golds[i]) for i in positions]), dtype=float)
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
-    half = len(positions)
-    for row, i in enumerate(positions):
-        values[i] = float(vectors[row] @ vectors[half + row])
+    texts = list(dict.fromkeys([answers[i] for i in positions] + [str(golds[i]) for i in positions]))
+    order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # batches of like lengths: less padding
+    encoded = np.asarray(encode([texts[i] for i in order]), dtype=float)
+    encoded /= np.maximum(np.linalg.norm(encoded, axis=1, keepdims=True), 1e-12)
+    vector = {texts[i]: encoded[row] for row, i in enumerate(order)}  # each distinct text encoded once
+    for i in positions:
+        values[i] = float(vector[answers[i]] @ vector[str(golds[i])])
     return values
 
 

@@ -14,7 +14,8 @@ the model's). With ``oracle`` every query is answered again from its golden evid
 
 A failure on one query (rate limit, network, malformed judge reply) is recorded for that query and the
 evaluation goes on: its answer scores as the empty text, its judge scores are missing (never 0) and counted in
-``judge/failures``. ``answer/<mode>_share`` says how the answers were made (llm, extractive, no_answer, error).
+``judge/failures``. ``answer/<mode>_share`` says how the answers were made (llm, extractive, no_answer, error);
+``timing/answer_metrics_seconds`` what scoring the answers took.
 Left out: caching answers between runs, the pairwise judge (``rag_core.evaluate.pairwise_judge``).
 """
 
@@ -78,8 +79,10 @@ def evaluate_answers(queries: Sequence[GoldenQuery], retrievals: Mapping[str, Re
         client = client or LLMClient.from_config(config)  # MissingAPIKey names the variable to set
     answered = answer_all(queries, {qid: retrieval.hits for qid, retrieval in retrievals.items()}, config,
                           client=client, context=context, progress=progress, backoff_s=backoff_s)
+    started = time.perf_counter()
     scores = score_answers(queries, answered.answers, context, config.page_credit)
-    metrics = {**average_scores(scores), **answer_shares(answered.rows), **citation_checks(answered.answers)}
+    metrics = {**average_scores(scores), **answer_shares(answered.rows), **citation_checks(answered.answers),
+               "timing/answer_metrics_seconds": time.perf_counter() - started}  # what scoring costs (issue 52: <= 5%)
     rows = [{**row, **values} for row, values in zip(answered.rows, scores)]
     if judge:
         judged, judge_rows = judge_set(queries, answered.answers, client, backoff_s)

@@ -40,7 +40,7 @@ from typing import Mapping, Sequence
 from rag_core.doc_ids import escape_controls
 from rag_core.evaluate.metric_registry import METRICS
 from rag_core.evaluate.page_credit import pages_by_share
-from rag_core.evaluate.relevance import normalised
+from rag_core.evaluate.relevance import normalised, normalised_span
 from rag_core.generate.citations import Citation, parse_citations, split_sentences, strip_citations
 from rag_core.records import Document, Hit
 
@@ -119,7 +119,7 @@ def on_cited_page(quote: str, cited: Sequence[Citation], documents: Mapping[str,
         if needle and document is not None and citation.last_page <= document.n_pages:
             start = document.page_starts[citation.page - 1]
             end = document.page_starts[citation.last_page] if citation.last_page < document.n_pages else len(document.text)
-            if needle in normalised(document.text[start:end]):
+            if needle in normalised_span(document, start, end):
                 return True
     return False
 

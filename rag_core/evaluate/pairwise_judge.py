@@ -20,10 +20,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
+from rag_core.evaluate.golden import GoldenQuery
 from rag_core.evaluate.judge import MalformedJudgeReply, ask_with_retries
 from rag_core.evaluate.metric_registry import METRICS
 from rag_core.llm import InvalidAPIKey, LLMClient, MissingAPIKey, delimited, json_objects_in, new_nonce
@@ -126,6 +127,15 @@ def judge_pair(item: PairItem, client: LLMClient, *, retries: int = 3, backoff_s
     return PairVerdict(item.query_id, readings[0], readings[1], tuple(errors))
 
 
+def pair_items(queries: Sequence[GoldenQuery], baseline_rows: Sequence[Mapping[str, Any]],
+               candidate_rows: Sequence[Mapping[str, Any]]) -> list[PairItem]:
+    """One pair per query from two evaluations' per-query rows (their ``answer`` column), with the golden answer."""
+    baseline = {str(row["query_id"]): str(row.get("answer") or "") for row in baseline_rows}
+    candidate = {str(row["query_id"]): str(row.get("answer") or "") for row in candidate_rows}
+    return [PairItem(query.query, baseline.get(query.id, ""), candidate.get(query.id, ""), query.answer, query.id)
+            for query in queries]
+
+
 def judge_pairs(items: Sequence[PairItem], client: LLMClient, **retry: Any) -> tuple[list[PairVerdict], dict[str, float]]:
     """(one verdict per pair, counts): ``judge/pairwise_win`` (the candidate's mean), wins, losses, ties, flips
     and failures (replies that failed after retries)."""
@@ -139,4 +149,4 @@ def judge_pairs(items: Sequence[PairItem], client: LLMClient, **retry: Any) -> t
 
 
 __all__ = ["BASELINE", "CANDIDATE", "PAIRWISE_WIN", "TIE", "PairItem", "PairVerdict", "judge_pair", "judge_pairs",
-           "pairwise_prompt", "parse_pair_reply"]
+           "pair_items", "pairwise_prompt", "parse_pair_reply"]

@@ -91,6 +91,14 @@ def _normalised_document(document: Document) -> _Normalised:
     return _normalise(document.text)
 
 
+def normalised_span(document: Document, start: int, end: int) -> str:
+    """``normalised(document.text[start:end])`` from the document's normalisation, made once and cached: a
+    look-up on a page costs a slice, not a pass over the page. (A line-break hyphen at either edge of the span is
+    dropped here as in the whole document.)"""
+    whole = _normalised_document(document)
+    return whole.text[bisect.bisect_left(whole.offsets, start):bisect.bisect_left(whole.offsets, end)]
+
+
 def locate_evidence(
     document: Document, text: str, min_similarity: float = 0.8, *, page: int | None = None
 ) -> tuple[int, int]:

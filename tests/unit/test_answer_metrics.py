@@ -115,3 +115,24 @@ def test_numbers_compared_as_numbers_in_em_f1_and_contains():
     assert exact_match("$11,588", "$11588.00", MILLIONS) == 1.0
     assert exact_match(body, "$11588.00", MILLIONS) == 0.0
     assert contains(body, "$11588.00", "What is the total?") == 0.0  # billions are not millions here
+
+
+# --- similarity ---------------------------------------------------------------------------------------------------
+def test_cosine_similarity_of_each_answer_to_its_golden_answer():
+    import numpy as np
+
+    from rag_core.evaluate.answer_similarity import cosine_similarities, cross_encoder_similarities
+
+    vectors = {"yes": [1.0, 0.0], "yes indeed": [3.0, 4.0], "no": [0.0, 2.0]}
+    calls = []
+
+    def encode(texts):
+        calls.append(list(texts))
+        return np.array([vectors[text] for text in texts])
+
+    values = cosine_similarities(encode, ["yes indeed", "no", "yes", ""], ["yes", "yes", None, "no"])
+    assert values == [pytest.approx(3 / 5), pytest.approx(0.0), None, None]  # no gold, no answer: no value
+    assert calls == [["no", "yes", "yes indeed"]]  # one call, each text once, shortest first
+    scores = cross_encoder_similarities(lambda query, texts: [2.0 if texts[0] == query else -1.0],
+                                        ["same", "other"], ["same", "same"])
+    assert scores == [pytest.approx(1 / (1 + np.exp(-2.0))), pytest.approx(1 / (1 + np.exp(1.0)))]

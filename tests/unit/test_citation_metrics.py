@@ -86,3 +86,15 @@ def test_quotes_in_a_generated_answer_are_the_spans_between_double_quotes():
     assert [quote for quote, _ in found] == ["bursts above this limit receive HTTP 429", "rotated every ninety days"]
     assert quote_support(answer, False, DOCUMENTS) == 0.5  # the second is on page 9, not 4
     assert quote_support("No quote here [Source: api.pdf, page 4].", False, DOCUMENTS) is None
+
+
+def test_a_span_of_the_documents_normalisation_is_the_span_normalised():
+    from rag_core.evaluate.relevance import normalised, normalised_span
+
+    hyphenated = Document.from_pages("h.pdf", ["Retrie-\nval  of  \u201cQuoted\u201d TEXT.", "Next page\u2014here."], "h")
+    for document in (DOC, hyphenated):
+        bounds = [*document.page_starts, len(document.text)]
+        for first in range(len(bounds) - 1):
+            for last in range(first + 1, len(bounds)):
+                start, end = bounds[first], bounds[last]
+                assert normalised_span(document, start, end) == normalised(document.text[start:end])

@@ -114,3 +114,23 @@ def test_a_ranking_metric_plugin_is_computed_at_every_level(precision_plugin):
     assert result.per_query["q"]["page/precision@5"] == pytest.approx(2 / 5)  # four pages shown, two relevant, K 5
     assert result.per_query["q"]["doc/precision@2"] == pytest.approx(2 / 2)  # a.pdf, b.pdf
     assert metric_direction("page/precision@5") is True
+
+
+def test_an_answer_metric_plugin_is_scored_on_every_answer():
+    from rag_core.evaluate.answer_scoring import AnswerContext, score_answers
+    from rag_core.evaluate.golden import GoldenQuery
+    from rag_core.generate.answer import Answer, AnswerMode
+
+    @METRICS.define("mentions_a_number", ("answer",), "1 when the answer holds a digit")  # docs/adding.md's example
+    def mentions_a_number(answer, gold, question):
+        return float(any(char.isdigit() for char in answer))
+
+    try:
+        queries = [GoldenQuery(id="a", query="How many?", evidence=(), answer="Four."),
+                   GoldenQuery(id="b", query="Who?", evidence=(), answer="Ann")]
+        answers = [Answer("There are 4 [Source: x.pdf, page 1].", AnswerMode.LLM, "m", (), (), None, None),
+                   Answer("Nobody knows [Source: x.pdf, page 2].", AnswerMode.LLM, "m", (), (), None, None)]
+        rows = score_answers(queries, answers, AnswerContext({}), "tied")
+        assert [row["answer/mentions_a_number"] for row in rows] == [1.0, 0.0]  # "x.pdf, page 2" is no longer there
+    finally:
+        METRICS.remove("answer", "mentions_a_number")

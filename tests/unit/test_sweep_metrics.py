@@ -70,3 +70,15 @@ def test_the_printed_table_shows_the_chosen_columns_with_intervals_while_they_fi
     narrow = compact_table(data, "page/ndcg@10", None, ["answer/token_f1", "latency/total_p50_ms"], width=60)
     assert "[0.300" not in narrow and "0.400" in narrow  # its interval goes first
     assert compact_table(data, "page/ndcg@10", None, ["context/recall"]).splitlines()[0].split()[-1] == "page/ndcg@10"
+
+
+def test_the_answer_view_of_a_comparison_table():
+    from rag_core.workbench.reports.answer_text import answer_view
+
+    data = table(**{"answer/token_f1": [0.4, 0.35], "answer/token_f1 ci_low": [0.3, 0.25],
+                    "answer/token_f1 ci_high": [0.5, 0.45], "citation/recall": [0.5, 0.25],
+                    "oracle/answer/token_f1": [0.6, 0.6], "latency/total_p50_ms": [12.0, 3.0]})
+    view = answer_view(data, ["k"])
+    assert list(view.columns) == ["rank", "role", "vs best", "k", "answer/token_f1", "citation/recall"]
+    assert list(view["answer/token_f1"]) == ["0.400 [0.300, 0.500]", "0.350 [0.250, 0.450]"]
+    assert answer_view(table(), ["k"]) is None  # no run scored answers

@@ -6,6 +6,7 @@ and citation metric of the registry that the per-query table holds, its mean wit
 interval over the queries that have a value, and how many have one; then, with an oracle run, each metric's
 loss due to retrieval (oracle - retrieved, paired, with its interval and p) and due to generation (perfect -
 oracle: ``rag_core.workbench.statistics.oracle_loss``); then the judge's means and its failures.
+``answer_view`` cuts a sweep's comparison table to its answer and citation metrics (``notebooks/03-compare``).
 Left out: the per-query answers themselves (the per-query CSV and the traces hold them).
 """
 
@@ -19,6 +20,8 @@ from rag_core.workbench.statistics.intervals import bootstrap_interval
 from rag_core.workbench.statistics.oracle_loss import answer_losses
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from rag_core.evaluate.evaluator import EvalReport
 
 ANSWER_LEVELS = ("answer", "citation")
@@ -81,4 +84,18 @@ def judge_section(metrics: Mapping[str, float]) -> list[Section]:
              "left out of the means", [], [])]
 
 
-__all__ = ["Section", "answer_columns", "answer_sections", "judge_section", "oracle_section"]
+def answer_view(table: "pd.DataFrame", settings: Sequence[str]) -> "pd.DataFrame | None":
+    """A comparison table (``compare_sweep``'s, with intervals) cut to its rank, role, `settings` and answer and
+    citation metrics, each as ``0.412 [0.351, 0.470]``; None when no run scored answers (``03-compare``)."""
+    from rag_core.workbench.statistics.intervals import LOW, HIGH, shown_with_intervals
+
+    metrics = [column for column in table.columns if not column.endswith((LOW, HIGH)) and column.count("/") == 1
+               and (found := METRICS.lookup(column)) is not None and found.level in ANSWER_LEVELS]
+    if not metrics:
+        return None
+    kept = [column for column in ("rank", "role", "vs best", *settings) if column in table]
+    intervals = [name for metric in metrics for name in (metric + LOW, metric + HIGH) if name in table]
+    return shown_with_intervals(table[[*kept, *metrics, *intervals]])[[*kept, *metrics]]
+
+
+__all__ = ["Section", "answer_columns", "answer_sections", "answer_view", "judge_section", "oracle_section"]

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
-from rag_core.evaluate.metric_catalog import METRICS
+from rag_core.evaluate.metric_catalog import METRICS, reported_metrics
 from rag_core.evaluate.oracle import ORACLE
 from rag_core.workbench.statistics.intervals import Interval, bootstrap_interval
 from rag_core.workbench.statistics.selection import paired_t_test
@@ -58,7 +58,7 @@ def _value(row: Mapping[str, Any], name: str) -> float | None:
 def oracle_metrics(per_query: Sequence[Mapping[str, Any]]) -> list[str]:
     """The answer and citation metrics the rows hold for both runs, in registry order."""
     columns = list(dict.fromkeys(column for row in per_query for column in row))
-    return [column for column in columns if f"{ORACLE}/{column}" in columns
+    return [column for column in reported_metrics(columns) if f"{ORACLE}/{column}" in columns
             and (found := METRICS.lookup(column)) is not None and found.level in SCORED_LEVELS
             and found.metric.per_query]
 
