@@ -49,7 +49,6 @@ from rag_core.workbench.tracking.tracker import TAG_PREFIX, Tracker, run_metrics
 
 STUDIES = "search/studies.db"  # in the store
 ROLE_TAG, TRIAL_TAG = TAG_PREFIX + "search_role", TAG_PREFIX + "search_trial"
-TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")
 
 
 class NotebookTrials:
@@ -201,7 +200,7 @@ def run_search(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outp
     tracker.log(parent_id, metrics=search_metrics, tags={TAG_PREFIX + "search_winner": _label(history)})
     work.update(search_metrics)
     table, report = search_table(tracker, experiment, parent_id, spec, history, plan.split if plan else None, final,
-                                 TABLE_METRICS)
+                                 spec.table_metrics)
     with tempfile.TemporaryDirectory(prefix="rag-search-") as temp:
         table.to_csv(Path(temp) / "comparison.csv", index=False)
         tracker.log_artifacts(parent_id, [Path(temp) / "comparison.csv", spec.path])
@@ -209,7 +208,7 @@ def run_search(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, outp
     failed = any(outcome.status == "FAILED" for outcome in trials.outcomes)
     tracker.finish(parent_id, "FAILED" if failed else "FINISHED")
     return SweepResult(spec.name, experiment, parent_id, resumed, trials.outcomes, [], None, work, table,
-                       spec.primary_metric, output_dir, tracker.uri, report, history)
+                       spec.primary_metric, output_dir, tracker.uri, report, history, table_metrics=spec.table_metrics)
 
 
 def _final_runs(spec: SweepSpec, history: SearchHistory, plan, trials: NotebookTrials,

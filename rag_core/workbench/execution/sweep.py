@@ -66,7 +66,6 @@ from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, digest
 from rag_core.workbench.reports.sweep_report import sweep_table
 from rag_core.workbench.tracking.tracker import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 
-TABLE_METRICS = ("page/recall@5", "context/recall", "doc/mrr", "latency/total_p50_ms")  # next to the primary metric
 UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
 
 
@@ -224,7 +223,7 @@ def _finish_grid(spec: SweepSpec, grid: GridPlan, tracker: Tracker, parent_id: s
                  store_dir: Path) -> SweepResult:
     """The table and its artifacts on the parent run, which ends FAILED when a point failed."""
     record_runs(store_dir, tracker.child_runs(grid.experiment, parent_id))  # this machine's throughputs, for --dry-run
-    table, holdout = sweep_table(tracker, grid.experiment, parent_id, spec, grid.holdout, outcomes, TABLE_METRICS)
+    table, holdout = sweep_table(tracker, grid.experiment, parent_id, spec, grid.holdout, outcomes, spec.table_metrics)
     with tempfile.TemporaryDirectory(prefix="rag-sweep-") as temp:
         folder = Path(temp)
         table.to_csv(folder / "comparison.csv", index=False)
@@ -234,7 +233,7 @@ def _finish_grid(spec: SweepSpec, grid: GridPlan, tracker: Tracker, parent_id: s
     outcomes.sort(key=lambda outcome: grid.points.index(outcome.point))
     return SweepResult(spec.name, grid.experiment, parent_id, resumed, outcomes, grid.skipped_invalid,
                        _unavailable_line(unavailable) if unavailable else None, work, table, spec.primary_metric,
-                       grid.output_dir, tracker.uri, holdout)
+                       grid.output_dir, tracker.uri, holdout, table_metrics=spec.table_metrics)
 
 
 def _without_unavailable_rerankers(points: list[SweepPoint]) -> tuple[list[tuple[SweepPoint, str]], list[SweepPoint]]:

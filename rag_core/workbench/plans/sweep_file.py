@@ -8,7 +8,11 @@ A sweep file (``experiments/*.yaml``; relative paths are relative to the file)::
     max_queries: 10                       # optional: the first N queries only
     experiment: my experiment             # optional: default "<corpus> | <golden set>"
     primary_metric: evidence/recall@1024  # optional: ranks the comparison table (best first); the default:
-                                          # this with evidence text in every golden line, else page/ndcg@10
+                                          # this with evidence text in every golden line, else page/ndcg@10;
+                                          # any metric with per-query values (answer/token_f1 with answers)
+    table_metrics: [page/recall@5, latency/total_p50_ms]  # optional: the printed table's metric columns beside
+                                          # the primary one (default: latency/total_p50_ms); every metric is
+                                          # in comparison.csv and sweep --wide whatever this says
     plugins: [my_retriever.py]            # optional: modules or .py files (relative to the file) registering
                                           # components, imported before the settings are checked
     base: {mode: hybrid}                  # settings of every point
@@ -51,20 +55,21 @@ from rag_core.components.stages import applying, key_through, stage_values
 from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
                              setting_names)
 from rag_core.doc_ids import escape_controls
-from rag_core.evaluate.evidence_budget import evidence_metric_names
 from rag_core.evaluate.golden_records import is_dataset_ref
-from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC, default_primary_metric, metric_names
-from rag_core.evaluate.relevance import LEVELS
+from rag_core.evaluate.metric_catalog import METRICS
+from rag_core.evaluate.metric_registry import UnknownMetric
+from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC, default_primary_metric
 from rag_core.progress import progress
 from rag_core.retrieve.rerank import RERANKERS
 from rag_core.workbench.plans.space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
 from rag_core.workbench.statistics.holdout import check_holdout
 from rag_core.workbench.statistics.selection import check_select
 
+DEFAULT_TABLE_METRICS = ("latency/total_p50_ms",)  # the printed table's columns beside the primary metric (as before)
 PROGRESS_MIN_POINTS = 2000  # a grid this large takes seconds to check (about 0.5 ms a point): show a bar
 _PLAIN_NAME = re.compile(r"\w[\w .+=@,-]{0,99}")  # no '/', '\\', no '.' first, no control characters
 SWEEP_KEYS = ("name", "description", "input", "golden", "beir", "split", "max_queries", "experiment",
-              "primary_metric", "plugins", "base", "grid", "points",
+              "primary_metric", "table_metrics", "plugins", "base", "grid", "points",
               "holdout", "holdout_seed", "select", "strategy", "budget", "max_new_chunkings", "search_seed", "halving")
 
 
@@ -133,6 +138,7 @@ class SweepSpec:
     select: str = "max"  # the selection rule: max | one_se (not in the hash: changing it re-runs no point)
     ranges: dict[str, RangeAxis] = field(default_factory=dict)  # a search's range axes (a grid's are in `grid`)
     search: SearchSettings = field(default_factory=SearchSettings)  # strategy grid: every point is run
+    table_metrics: tuple[str, ...] = DEFAULT_TABLE_METRICS  # the printed table's metric columns, beside the primary
 
     @property
     def axes(self) -> list[str]:
@@ -267,6 +273,7 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
         base=base, grid=grid,
         holdout=holdout, holdout_seed=holdout_seed, listed=tuple(dict(point or {}) for point in listed),
         select=check_select(data.get("select"), str(path)),
+        table_metrics=table_metrics_of(data.get("table_metrics"), path),
         ranges=ranges, search=search,
     )
     if search.is_search:  # a space is sampled, not enumerated: each value must be able to make a valid point
@@ -275,12 +282,40 @@ def load_sweep(path: str | Path, *, config_file: str | Path | None = None,
     else:
         points, _ = spec.points()  # every point checked now: a sweep that cannot run fails before it starts
         scoring = points[0].config
-    quality = {f"{level}/{name}" for level in LEVELS for name in metric_names(scoring.metrics_k)}
-    quality |= set(evidence_metric_names(scoring.context_budgets))
-    if spec.primary_metric not in quality:
-        raise ConfigError(f"{path}: primary_metric {spec.primary_metric!r} is not a retrieval metric; "
-                          f"choose one of {', '.join(sorted(quality))}")
+    answered = bool(base.get("answers")) if search.is_search else all(point.config.answers for point in points)
+    check_metrics(spec, scoring, answered)
     return spec
+
+
+def table_metrics_of(value: Any, path: Path) -> tuple[str, ...]:
+    """The file's ``table_metrics`` (a list of metric names, or one name), or the default."""
+    if value is None:
+        return DEFAULT_TABLE_METRICS
+    names = [value] if isinstance(value, str) else value
+    if not isinstance(names, list) or not all(isinstance(name, str) and name for name in names):
+        raise ConfigError(f"{path}: table_metrics must be a list of metric names, e.g. [page/recall@5, answer/token_f1]")
+    return tuple(dict.fromkeys(names))
+
+
+def check_metrics(spec: SweepSpec, scoring: RagConfig, answered: bool) -> None:
+    """``primary_metric`` and ``table_metrics`` are registered metrics (``rag_core.evaluate.metric_catalog``) with
+    the ``@K`` / ``@B`` the points compute; the primary one has a value per query (the paired tests need them);
+    an answer or citation metric needs ``answers: true`` in every point; a sweep does not judge."""
+    for what, name in [("primary_metric", spec.primary_metric), *(("table_metrics", name) for name in spec.table_metrics)]:
+        try:
+            found = METRICS.check(name, scoring.metrics_k, scoring.context_budgets, what=what)
+        except UnknownMetric as exc:
+            raise ConfigError(f"{spec.path}: {exc}") from None
+        if what == "primary_metric" and not found.metric.per_query:
+            raise ConfigError(f"{spec.path}: primary_metric {name!r} has no value per query, which ranking and the "
+                              "paired tests need; choose a metric with per-query values (docs/evaluation.md#every-metric)")
+        if found.level in ("answer", "citation") and not answered:
+            raise ConfigError(f"{spec.path}: {what} {name!r} is measured on answers: add answers: true to base "
+                              "(every point then answers each query and scores the answers)")
+        if found.level == "judge":
+            raise ConfigError(f"{spec.path}: {what} {name!r} needs the LLM judge, which sweeps do not run; use an "
+                              "answer metric (answer/token_f1, citation/recall) with answers: true, or rag-pipeline "
+                              "gate --judge")
 
 
 def digest(value: Any) -> str:

@@ -258,13 +258,14 @@ def format_sweep(result: "SweepResult", wide: bool = False) -> str:
         legend = [VS_BEST_LEGEND] if "vs best" in result.table else []
     else:
         held_out = f"holdout/{result.primary_metric}" if result.holdout else None
-        table = compact_table(result.table, ranked_by, held_out if held_out in result.table else None)
+        table = compact_table(result.table, ranked_by, held_out if held_out in result.table else None,
+                              result.table_metrics)
         legend = textwrap.wrap(("verdict: the point's role, then its paired t-test over queries against the best "
                                 "(Holm-corrected p): same = indistinguishable (p > 0.05), within 1 SE = what select: "
                                 "one_se chooses from; " if "vs best" in result.table else "")
-                               + "p50 ms = latency/total_p50_ms. Every metric with its interval: rag-pipeline sweep "
-                               "FILE --wide (finished points are not run again), or comparison.csv on the parent run "
-                               "in MLflow", WIDTH)
+                               + "p50 ms = latency/total_p50_ms; the sweep file's table_metrics chooses these "
+                               "columns. Every metric with its interval: rag-pipeline sweep FILE --wide (finished "
+                               "points are not run again), or comparison.csv on the parent run in MLflow", WIDTH)
     work = result.work
     credits = sorted({outcome.point.config.page_credit for outcome in result.outcomes})
     lines = [
