@@ -20,7 +20,7 @@ from __future__ import annotations
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -87,17 +87,23 @@ def metric_interval(per_query: "pd.DataFrame", metric: str, split: QuerySplit | 
 
 def with_intervals(table: "pd.DataFrame", per_query: Mapping[str, "pd.DataFrame"], metrics: Iterable[str],
                    split: QuerySplit | None = None) -> "pd.DataFrame":
-    """`table` (one row per run, a ``run_id`` column) with ``ci_low``/``ci_high`` columns after each of `metrics`."""
-    table = table.copy()
+    """`table` (one row per run, a ``run_id`` column) with ``ci_low``/``ci_high`` columns after each of `metrics`
+    (the table made once: a sweep's table holds every metric, and inserting columns one by one fragments it)."""
+    import pandas as pd
+
+    bounds: dict[str, tuple[list[float], list[float]]] = {}  # metric -> (lows, highs), one per run
     for metric in metrics:
-        if metric not in table:
+        if metric not in table or metric in bounds:
             continue
         intervals = [metric_interval(per_query[run_id], metric, split) if run_id in per_query else None
                      for run_id in table["run_id"]]
-        position = table.columns.get_loc(metric) + 1
-        table.insert(position, metric + LOW, [i.low if i else np.nan for i in intervals])
-        table.insert(position + 1, metric + HIGH, [i.high if i else np.nan for i in intervals])
-    return table
+        bounds[metric] = ([i.low if i else np.nan for i in intervals], [i.high if i else np.nan for i in intervals])
+    columns: dict[str, Any] = {}
+    for name in table.columns:
+        columns[name] = table[name]  # a Series: its dtype kept (settings as nullable integers)
+        if name in bounds:
+            columns[name + LOW], columns[name + HIGH] = bounds[name]
+    return pd.DataFrame(columns, index=table.index)
 
 
 def shown_with_intervals(table: "pd.DataFrame") -> "pd.DataFrame":
