@@ -47,6 +47,7 @@ class StandInModel:
     """The configured embedding model as if loaded (its name and backend); words as its tokens."""
 
     def __init__(self, config: Any) -> None:
+        self.name_used = config.embed_model  # what a chunker that embeds is keyed by (Index.embed_model_used)
         self.cache_name = f"{config.embed_model} [{config.embed_backend}]"
 
     def count_tokens(self, text: str) -> int:

@@ -77,7 +77,8 @@ SETTINGS.declare(
     Setting("metadata_pattern", str, "", "regex with named groups over document ids giving metadata, e.g. "
             "(?P<company>[^_]+)_(?P<year>\\d{4})", rule=_pattern_problem, group="ingest", stage="ingest"),
     Setting("child_size", int, 0, "parent-child: words per searched child chunk (0 = off); the chunk_size parent is "
-            "returned", minimum=0, group="chunking", stage="ingest"),
+            "returned", minimum=0, group="chunking", stage="ingest",
+            brings=lambda size: ("chunk_unit",) if size else ()),  # children are counted in chunk_unit
     # document routing (rag_core.retrieve.routing)
     Setting("route_docs", int, 0, "first rank documents, then retrieve only within the best N (0 = off)", minimum=0,
             group="routing", stage="candidates", brings=lambda docs: ("tokenizer",) if docs else ()),  # cards' words

@@ -6,16 +6,21 @@ setting declared by a component (owner ``"<kind> <name>"``) applies only when th
 component (``Registry.chosen``) or a chosen component ``uses`` it, and a used setting counts no later
 than the latest stage of the component's settings (``llm_model``, an answer setting, changes the
 candidates of ``query_expansion: multi_query``); the pipeline's and a kind's own settings apply unless
-their ``applies`` says otherwise (fusion's: only with several retrievers); a setting's ``brings`` adds
-settings to its stage for some of its values (``chunk_unit: tokens`` makes ``embed_model``'s tokenizer
-part of the chunking).
+their ``applies`` says otherwise (fusion's: only with several retrievers); a kind's common settings
+(``Registry.common``: a chunker's ``chunk_size``, ``overlap``, ``chunk_unit``, ``per_page``) apply only
+when a chosen component of that kind reads them (its ``reads=``, all of them when it does not say); a
+setting's ``brings`` adds settings to its stage for some of its values (``chunk_unit: tokens`` makes
+``embed_model``'s tokenizer part of the chunking, ``child_size`` brings ``chunk_unit``). Each chosen
+component with a code version (``Component.version``: a plugin's source hash, or a declared ``version``)
+adds it as one more entry, ``code version of <kind> <name>``, at the stage of the setting that chooses it
+(a chunker's at ``chunking``): changed code moves the keys a change of component would.
 
 - ``stage_values(config, stage)``: (name, value) of the applying settings of that stage, table order;
 - ``key_through(config, stage)``: those of every stage up to `stage` (what its results depend on);
 - ``component_key(config, kind, name, through)``: the same as if `name` were the only `kind` chosen,
   less the setting that chooses (what one component's artefact, such as the dense index, depends on);
 - ``unheld(config, through, held)``: those up to `through` that a key of an older format, which spells
-  out the settings `held`, does not hold (what it must add).
+  out the settings `held`, does not hold (what it must add): code versions are never held.
 
 Every reuse key is one of these, so a new setting is covered by declaring its stage:
 - the sweep's groupings (``SweepPoint.chunking_key``, ``build_key``, ``candidates_key``), the cost
@@ -37,10 +42,10 @@ from __future__ import annotations
 
 from typing import Any, Collection, Mapping, Sequence
 
-from rag_core.components.registry import REGISTRIES
+from rag_core.components.registry import REGISTRIES, VERSION_PREFIX
 from rag_core.components.settings import SETTINGS, STAGES
 
-__all__ = ["STAGES", "applying", "component_key", "key_through", "stage_values", "unheld"]
+__all__ = ["STAGES", "applying", "component_key", "key_through", "stage_values", "unheld", "value"]
 
 
 def _chosen(config: Any, choose: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
@@ -55,27 +60,75 @@ def _chosen(config: Any, choose: Mapping[str, Sequence[str]]) -> dict[str, tuple
 
 
 def applying(config: Any, choose: Mapping[str, Sequence[str]] | None = None) -> dict[str, str]:
-    """name -> stage of every setting that applies to `config` (its ``brings`` included)."""
+    """name -> stage of every setting that applies to `config` (its ``brings`` included), then of each
+    chosen component's code version (``code version of <kind> <name>``: see ``value``)."""
     chosen = _chosen(config, choose or {})
     used: dict[str, int] = {}  # setting -> the latest stage a chosen component that uses it acts at
     for kind, names in chosen.items():
         for component in names:
             for name in _uses(kind, component):
                 used[name] = min(used.get(name, len(STAGES)), _acts_until(kind, component))
+    unread = _unread(chosen)
     stages: dict[str, str] = {}
     for setting in SETTINGS:
         kind, _, component = setting.owner.partition(" ")
         if component and component not in chosen.get(kind, ()) and setting.name not in used:
             continue
+        if setting.name in unread and setting.name not in used:
+            continue
         if setting.applies is not None and not setting.applies(config):
             continue
         stages.setdefault(setting.name, STAGES[min(STAGES.index(setting.stage), used.get(setting.name, len(STAGES)))])
-    for name, stage in list(stages.items()):
-        brings = SETTINGS[name].brings
-        for brought in brings(getattr(config, name)) if brings else ():
-            if STAGES.index(stage) < STAGES.index(stages.get(brought, STAGES[-1])):
-                stages[brought] = stage
+    _bring(config, stages)
+    for kind, names in chosen.items():
+        for name in names:
+            component = _component(kind, name)
+            if component is not None and component.version is not None:
+                stages[component.version_name] = _chooser_stage(kind, name)
     return stages
+
+
+def _unread(chosen: Mapping[str, Sequence[str]]) -> set[str]:
+    """The common settings of a kind (``Registry.common``) that no chosen component of it reads."""
+    unread = set()
+    for kind, registry in REGISTRIES.items():
+        names = chosen.get(kind, ())
+        if names:
+            unread |= {setting for setting in registry.common
+                       if not any(setting in registry.reads(name) for name in names)}
+    return unread
+
+
+def _bring(config: Any, stages: dict[str, str]) -> None:
+    """Add what each setting's value brings (``Setting.brings``) at its stage, until nothing changes (a
+    brought setting may bring another: ``child_size`` brings ``chunk_unit``, whose ``tokens`` brings the model)."""
+    changed = True
+    while changed:
+        changed = False
+        for name, stage in list(stages.items()):
+            brings = SETTINGS[name].brings
+            for brought in brings(getattr(config, name)) if brings else ():
+                if STAGES.index(stage) < STAGES.index(stages.get(brought, STAGES[-1])):
+                    stages[brought], changed = stage, True
+
+
+def _component(kind: str, name: str) -> Any:
+    registry = REGISTRIES[kind]
+    return registry.get(name) if name in registry.names() else None
+
+
+def _chooser_stage(kind: str, name: str) -> str:
+    """Where a component's code acts first: the stage of the setting that chooses it (else its own latest)."""
+    setting = REGISTRIES[kind].setting
+    return SETTINGS[setting].stage if setting in SETTINGS else STAGES[_acts_until(kind, name)]
+
+
+def value(config: Any, name: str) -> Any:
+    """The value of entry `name` of ``applying``: a setting's in `config`, or a component's code version."""
+    if name.startswith(VERSION_PREFIX):
+        kind, _, component = name[len(VERSION_PREFIX):].partition(" ")
+        return REGISTRIES[kind].get(component).version
+    return getattr(config, name)
 
 
 def _acts_until(kind: str, name: str) -> int:
@@ -96,13 +149,15 @@ def _uses(kind: str, name: str) -> tuple[str, ...]:
 def stage_values(config: Any, stage: str, stages: Mapping[str, str] | None = None) -> tuple:
     """(name, value) of the settings of `stage` that apply to `config`, in the table's order."""
     stages = applying(config) if stages is None else stages
-    return tuple((name, getattr(config, name)) for name, of in _ordered(stages) if of == stage)
+    return tuple((name, value(config, name)) for name, of in _ordered(stages) if of == stage)
 
 
 def key_through(config: Any, stage: str, stages: Mapping[str, str] | None = None) -> tuple:
     """The values of every stage up to and including `stage`: what that stage's results depend on."""
     stages = applying(config) if stages is None else stages
-    return tuple(stage_values(config, earlier, stages) for earlier in STAGES[:STAGES.index(stage) + 1])
+    ordered = _ordered(stages)  # once: the table's order is the same at every stage
+    return tuple(tuple((name, value(config, name)) for name, of in ordered if of == earlier)
+                 for earlier in STAGES[:STAGES.index(stage) + 1])
 
 
 def component_key(config: Any, kind: str, name: str, through: str) -> tuple:
@@ -118,10 +173,17 @@ def unheld(config: Any, through: str, held: Collection[str],
     ``applying``) and that `held` does not name, in the table's order: what a key whose own format spells
     out the settings `held` (the store's names) must add, so that a setting declared since needs no edit."""
     stages, last = applying(config, choose), STAGES.index(through)
-    return tuple((name, getattr(config, name)) for name, stage in _ordered(stages)
+    return tuple((name, value(config, name)) for name, stage in _ordered(stages)
                  if STAGES.index(stage) <= last and name not in held)
 
 
+_ORDER: list = [None, {}]  # [(the table's dict, its size) when made, setting -> its position in the table]
+
+
 def _ordered(stages: Mapping[str, str]) -> list[tuple[str, str]]:
-    order = {setting.name: position for position, setting in enumerate(SETTINGS)}
-    return sorted(stages.items(), key=lambda item: order[item[0]])
+    """Settings in the table's order, then code versions by name."""
+    made = (id(SETTINGS._settings), len(SETTINGS._settings))
+    if _ORDER[0] != made:  # a setting declared since (listing the table sorts it: not at every key)
+        _ORDER[:] = [made, {setting.name: position for position, setting in enumerate(SETTINGS)}]
+    order = _ORDER[1]
+    return sorted(stages.items(), key=lambda item: (order.get(item[0], len(order)), item[0]))

@@ -5,6 +5,8 @@ first use and reused afterwards.
 Store layout (``<store>/``)::
 
     chunks/<chunking key>/chunks.jsonl           one Chunk per line
+    chunks/<chunking key>/chunking.json          what the key holds (settings, code versions), to say why
+                                                 a chunking is made again
     chunks/<chunking key>/dense-<model key>.json manifest of a complete dense collection
                                                  (the key covers the vector store unless it is the
                                                  embedded default, so backends never share one)
@@ -29,6 +31,12 @@ stages up to ``ingest`` joins the chunking key (a new folder), one up to ``index
 retriever it applies to (``key_context``: ``ChunkSet.context``, which every retriever's key holds). So a
 new setting is covered by declaring its stage, and a store never reads an index built with another value:
 a config that sets one gets its own names, and builds them.
+
+A chunker's key holds only the common settings it reads (``reads=``), the settings it uses (``uses=``: the
+embedding model of ``semantic`` and ``cluster``, as loaded: offline the packaged MiniLM, not the configured
+name) and its code version (a plugin's source hash, or a declared version; ``unheld``, since format 1 held
+none). A chunking made again because only a code version changed says so (``chunking.json``, the record
+beside the chunks, is compared with those of the other chunkings of the corpus).
 Left out: migrating names (a format-1 name is the name; there is no second format to read).
 """
 
@@ -40,11 +48,12 @@ import logging
 import time
 from dataclasses import asdict, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from rag_core.components.faults import calling
+from rag_core.components.registry import VERSION_PREFIX
 from rag_core.components.stages import unheld
-from rag_core.ingest.chunkers import chunker_key, make_chunker
+from rag_core.ingest.chunkers import CHUNKERS, chunker_key, make_chunker
 from rag_core.ingest.corpus import Corpus
 from rag_core.ingest.extraction import prepare_corpus
 from rag_core.ingest.metadata import metadata_fields
@@ -53,11 +62,13 @@ from rag_core.retrieve.build_stats import BuildStats
 from rag_core.retrieve.cache import ScoreCache
 from rag_core.retrieve.context import CONTEXT_VERSION, indexed_texts
 from rag_core.retrieve.embedding.embedder import Embedder
+from rag_core.retrieve.models import embedder_source
 from rag_core.retrieve.parent_child import child_chunks
 from rag_core.retrieve.retrievers import (RETRIEVERS, ChunkSet, Resources, Retriever, context_key, digest_key,
                                           retriever_choices)
 from rag_core.retrieve.retrievers.dense import manifest_name, windows_key
 from rag_core.retrieve.vector_stores import open_vector_store
+from rag_core.writes import write_json_atomic
 
 if TYPE_CHECKING:
     from rag_core.components.config_fields import ConfigFields
@@ -76,15 +87,49 @@ STORE_FORMAT_1 = frozenset({
     "vector_store"})
 
 
-def chunking_settings(config: ConfigFields) -> dict[str, Any]:
-    """What decides the chunks a chunking key covers: the chunker's settings, ``child_size`` when on, and
-    the settings of the stages up to ``ingest`` that format 1 does not hold (a plugin chunker's own); the
-    last two only when there are any, so the keys of existing stores stay as they were."""
+def chunking_settings(config: ConfigFields, model_used: Callable[[], str] | None = None) -> dict[str, Any]:
+    """What decides the chunks a chunking key covers: the settings the chunker reads (``chunker_key``),
+    ``child_size`` when on (with the unit it counts in), the settings the chunker uses that format 1's names
+    held elsewhere (the embedding model as loaded: `model_used()`, else as configured), and the settings and
+    code versions of the stages up to ``ingest`` that format 1 does not hold (a plugin chunker's own); all
+    but the first only when there are any, so the keys of existing stores stay as they were."""
     key = chunker_key(config)
     if config.child_size:
         key["child_size"] = config.child_size
+        if config.chunk_unit == "tokens" and "tokenizer" not in key:  # children counted in tokens, whatever cuts
+            key.update(chunk_unit="tokens", tokenizer=config.embed_model)
+    uses = CHUNKERS.get(config.chunker).options.get("uses", ()) if config.chunker in CHUNKERS else ()
+    for name in uses:
+        if name in STORE_FORMAT_1 and name not in key:
+            key[name] = model_used() if name == "embed_model" and model_used is not None else getattr(config, name)
     key.update(unheld(config, "ingest", STORE_FORMAT_1))
     return key
+
+
+def rechunked_because(store_dir: Path, record: dict[str, Any]) -> str | None:
+    """Why a chunking with this `record` (``chunking.json``) is made although the store holds one of the
+    same corpus and settings: the code versions that differ (``chunker 'mine': code version a -> b``); None
+    when no other chunking of the store differs from it only in code versions."""
+    plain = lambda settings: {k: v for k, v in settings.items() if not k.startswith(VERSION_PREFIX)}  # noqa: E731
+    for path in sorted(store_dir.glob("chunks/*/chunking.json")):
+        try:
+            other = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if not isinstance(other, dict) or other.get("corpus") != record["corpus"] or \
+                plain(other.get("settings", {})) != plain(record["settings"]) or other["settings"] == record["settings"]:
+            continue
+        names = sorted({k for k in (*other["settings"], *record["settings"]) if k.startswith(VERSION_PREFIX)})
+        changes = [f"{_component_named(name)}: code version {other['settings'].get(name, 'none')} -> "
+                   f"{record['settings'].get(name, 'none')}"
+                   for name in names if other["settings"].get(name) != record["settings"].get(name)]
+        return f"{'; '.join(changes)} (the earlier code's chunks stay in chunks/{path.parent.name})"
+    return None
+
+
+def _component_named(version_name: str) -> str:
+    kind, _, name = version_name[len(VERSION_PREFIX):].partition(" ")
+    return f"{kind} {name!r}"
 
 
 class Index:
@@ -114,8 +159,23 @@ class Index:
                               self.store_dir / "extracted", self.config.table_text)
 
     @functools.cached_property
+    def chunking_settings(self) -> dict[str, Any]:
+        """What the chunking key holds (``chunking_settings``, the model as loaded)."""
+        return chunking_settings(self.config, lambda: self.embed_model_used)
+
+    @functools.cached_property
     def chunking_key(self) -> str:
-        return digest_key(self.corpus.fingerprint, chunking_settings(self.config))
+        return digest_key(self.corpus.fingerprint, self.chunking_settings)
+
+    @property
+    def embed_model_used(self) -> str:
+        """The embedding model as it loads (the offline fallback's name when it falls back): known without
+        loading it where that is certain (``models.embedder_source``), else the model's (loaded now)."""
+        if self._embedder is None:
+            source = embedder_source(self.config.embed_model, self.config.model_fallback)
+            if source is not None:
+                return source.used
+        return self.embedder.name_used
 
     @property
     def dir(self) -> Path:
@@ -202,6 +262,11 @@ class Index:
             except (ValueError, TypeError, RecursionError) as exc:  # truncated, empty, wrong JSON type: derived, rebuilt
                 log.warning("the store's file %s was damaged (%s); rebuilding it from the documents", path,
                             str(exc)[:80] or type(exc).__name__)
+        record = {"corpus": self.corpus.fingerprint, "settings": json.loads(json.dumps(self.chunking_settings,
+                                                                                     default=str))}
+        why = rechunked_because(self.store_dir, record)
+        if why:
+            log.warning("[rag] chunking again: %s", why)
         started = time.perf_counter()
         chunks = make_chunker(self.config, self._count_tokens, self.embedder).chunk_corpus(self.corpus.documents)
         self.stats.chunk_seconds = time.perf_counter() - started
@@ -210,6 +275,7 @@ class Index:
         temp = path.with_suffix(".tmp")
         temp.write_text("".join(json.dumps(asdict(chunk)) + "\n" for chunk in chunks))
         temp.replace(path)
+        write_json_atomic(self.dir / "chunking.json", record)
         return chunks
 
     def dense_built(self, models: Sequence[str]) -> bool:

@@ -19,6 +19,8 @@ an embedding model that stands in for the configured one (its name as loaded), s
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from rag_core.catalog import built_in_settings
@@ -61,6 +63,7 @@ class StandInModel:
     """The configured embedding model as if loaded: its name and backend; words as its tokens."""
 
     def __init__(self, config: RagConfig) -> None:
+        self.name_used = config.embed_model
         self.cache_name = f"{config.embed_model} [{config.embed_backend}]"
 
     def count_tokens(self, text: str) -> int:
@@ -283,3 +286,150 @@ def test_the_stage_agrees_with_the_keys_the_components_keep(setting, second_comp
         for name in registry.chosen(before):
             if name in registry.names() and registry.get(name).key(before) != registry.get(name).key(after):
                 assert stage <= STAGES.index(latest), (setting.name, registry.kind)
+
+
+# --- reads: the common chunking settings a chunker reads -----------------------------------------
+COMMON_CHANGES = {"chunk_size": 256, "overlap": 0, "chunk_unit": "tokens", "per_page": True}
+
+
+@pytest.mark.parametrize("common", list(COMMON_CHANGES))
+def test_a_common_setting_the_chunker_does_not_read_moves_no_key(common, isolated_components, tmp_path):
+    """Issue 51: a chunker registered with reads=(...) is not re-chunked (nor its points told apart) when a
+    common setting it ignores changes; one that reads it is."""
+    CHUNKERS.register("blind", RecursiveChunker, reads=[name for name in COMMON_CHANGES if name != common])
+    CHUNKERS.register("sighted", RecursiveChunker, reads=tuple(COMMON_CHANGES))
+    for chunker, moved in (("blind", False), ("sighted", True)):
+        before = RagConfig(chunker=chunker, embed_model="packaged:minilm")
+        old, new = keys(before, tmp_path), keys(before.replace(**{common: COMMON_CHANGES[common]}), tmp_path)
+        for key in ("chunking", "index", "candidates", "evaluation", "chunks folder", "store", "candidates cache"):
+            assert (old[key] != new[key]) == moved, (chunker, key)
+
+
+def test_a_chunker_that_does_not_say_reads_every_common_setting(isolated_components):
+    CHUNKERS.register("plain", RecursiveChunker)
+    assert CHUNKERS.reads("plain") == CHUNKERS.reads("recursive") == ("chunk_size", "overlap", "chunk_unit", "per_page")
+    with pytest.raises(ValueError, match="reads='child_size' is not a common setting of chunkers"):
+        CHUNKERS.register("odd", RecursiveChunker, reads=("chunk_size", "child_size"))
+
+
+def test_children_count_in_the_unit_whatever_the_chunker_reads(isolated_components, tmp_path):
+    """child_size brings chunk_unit: the children of a chunker that ignores the unit are still counted in it."""
+    CHUNKERS.register("blind", RecursiveChunker, reads=())
+    alone = RagConfig(chunker="blind", embed_model="packaged:minilm")
+    assert keys(alone, tmp_path)["chunks folder"] == keys(alone.replace(chunk_unit="tokens"), tmp_path)["chunks folder"]
+    parents = alone.replace(child_size=64)
+    old, new = keys(parents, tmp_path), keys(parents.replace(chunk_unit="tokens"), tmp_path)
+    assert old["chunks folder"] != new["chunks folder"] and old["ingest"] != new["ingest"]
+    assert old["chunking"] == new["chunking"]  # the chunks themselves do not move
+    assert ("embed_model", "packaged:minilm") in dict(zip(STAGES, new["evaluation"]))["ingest"]  # its tokenizer counts
+
+
+def test_overlap_below_chunk_size_only_where_the_chunker_reads_both(isolated_components):
+    CHUNKERS.register("blind", RecursiveChunker, reads=("chunk_size", "per_page"))
+    assert RagConfig(chunker="blind", chunk_size=32, overlap=64).overlap == 64  # ignored: not refused
+    with pytest.raises(ConfigError, match="overlap must be >= 0 and < chunk_size"):
+        RagConfig(chunk_size=32, overlap=64)
+    with pytest.raises(ConfigError, match="overlap must be >= 0"):
+        RagConfig(chunker="blind", overlap=-1)
+
+
+# --- code versions: a component's code is in the key of its stage ------------------------------------
+class Scorer(Retriever):
+    def build(self, chunks):
+        return None
+
+    def search(self, query, depth, allowed_doc_ids=None):
+        raise NotImplementedError
+
+
+VERSIONED = {  # kind -> (how to register one, the config that chooses it, the stage its code acts at)
+    "chunker": (lambda version: CHUNKERS.register("mine", RecursiveChunker, version=version), {"chunker": "mine"},
+                "chunking"),
+    "retriever": (lambda version: RETRIEVERS.register("mine", Scorer, version=version), {"mode": "bm25,mine"}, "index"),
+    "reranker": (lambda version: REGISTRIES["reranker"].register("mine", Scorer, version=version), {"reranker": "mine"},
+                 "rerank"),
+}
+
+
+@pytest.mark.parametrize("kind", list(VERSIONED))
+def test_a_components_code_version_moves_the_keys_of_its_stage_and_later_ones(kind, isolated_components, tmp_path):
+    register, choose, stage = VERSIONED[kind]
+    register("1")
+    old = keys(RagConfig.from_dict(choose), tmp_path)
+    register("1")  # the same code registered again: the same keys
+    assert keys(RagConfig.from_dict(choose), tmp_path) == old
+    register("2")
+    new = keys(RagConfig.from_dict(choose), tmp_path)
+    held = {"cost": "index", "chunks folder": "ingest", "store": "index",
+            "candidates cache": "candidates"}  # the last stage whose components' code each key holds
+    for key in old:
+        if key in ("cost", "rerank lock"):  # the dense retriever's index; the chunks and the re-ranker's scores
+            assert (old[key] != new[key]) == (kind in ("chunker", "reranker" if key == "rerank lock" else "chunker"))
+            continue
+        assert (old[key] != new[key]) == (STAGES.index(stage) <= STAGES.index(held.get(key, key))), key
+
+
+def test_a_built_in_has_no_code_version_unless_it_declares_one(isolated_components):
+    assert CHUNKERS.get("recursive").version is None and RETRIEVERS.get("bm25").version is None
+    CHUNKERS.register("declared", RecursiveChunker, version="7")
+    assert CHUNKERS.get("declared").version == "7"
+    assert keys(RagConfig())["chunking"] == keys(RagConfig(chunker="recursive"))["chunking"]  # format 1's: no version
+    with pytest.raises(ValueError, match="version must be a non-empty string"):
+        CHUNKERS.register("bad", RecursiveChunker, version=3)
+
+
+# --- uses: a setting a chosen chunker uses is part of its chunking ---------------------------------
+class LoadedAs(StandInModel):
+    def __init__(self, config: RagConfig, loaded: str) -> None:
+        super().__init__(config)
+        self.name_used = loaded
+
+
+def folder(config: RagConfig, loaded: str, store) -> str:
+    return UnbuiltIndex(store, CORPUS, config, embedder=LoadedAs(config, loaded)).chunking_key
+
+
+def test_a_chunker_that_embeds_is_keyed_by_the_model_as_loaded(isolated_components, tmp_path):
+    """Offline, BAAI/bge-small-en-v1.5 loads as the packaged MiniLM: the chunks of a chunker that embeds are
+    those of the model that loaded, whatever name asked for it."""
+    CHUNKERS.register("embedding", RecursiveChunker, uses=("embed_model",))
+    bge, minilm = (RagConfig(chunker="embedding", embed_model=name) for name in ("BAAI/bge-small-en-v1.5", "packaged:minilm"))
+    assert folder(bge, "MiniLM", tmp_path) == folder(minilm, "MiniLM", tmp_path)  # the same model loaded
+    assert folder(bge, "MiniLM", tmp_path) != folder(bge, "BGE", tmp_path)  # another model loaded: other chunks
+    plain = RagConfig()
+    assert folder(plain, "MiniLM", tmp_path) == folder(plain, "BGE", tmp_path)  # recursive embeds nothing
+    assert ("embed_model", bge.embed_model) in SweepPoint(1, {}, bge).chunking_key
+    assert "embed_model" not in dict(SweepPoint(1, {}, plain).chunking_key)
+
+
+# --- the store: a chunking is reused by what its chunker reads, made again when its code changed ---------
+def built(config: RagConfig, store) -> Index:
+    index = Index(store, CORPUS, config, embedder=StandInModel(config))
+    index.chunks
+    return index
+
+
+def test_a_chunker_that_ignores_overlap_reuses_its_chunks_when_overlap_changes(isolated_components, tmp_path):
+    CHUNKERS.register("blind", RecursiveChunker, reads=("chunk_size", "per_page"), version="1")
+    first = built(RagConfig(chunker="blind", chunk_size=8, overlap=0), tmp_path)
+    again = built(RagConfig(chunker="blind", chunk_size=8, overlap=4), tmp_path)
+    assert (first.stats.chunkings_built, again.stats.chunkings_built) == (1, 0) and first.dir == again.dir
+    recursive = built(RagConfig(chunk_size=8, overlap=4), tmp_path)  # recursive reads overlap: its own chunks
+    assert recursive.stats.chunkings_built == 1 and recursive.dir != first.dir
+
+
+def test_a_changed_chunker_chunks_again_and_says_why(isolated_components, tmp_path, caplog):
+    CHUNKERS.register("mine", RecursiveChunker, version="1")
+    config = RagConfig(chunker="mine", chunk_size=8, overlap=0)
+    first = built(config, tmp_path)
+    assert first.stats.chunkings_built == 1
+    first = first.dir
+    assert built(config, tmp_path).stats.chunkings_built == 0  # unchanged: reused
+    assert not [message for message in caplog.messages if "chunking again" in message]
+    CHUNKERS.register("mine", RecursiveChunker, version="2")
+    index = built(config, tmp_path)
+    assert index.stats.chunkings_built == 1
+    [said] = [message for message in caplog.messages if "chunking again" in message]
+    assert f"chunker 'mine': code version 1 -> 2 (the earlier code's chunks stay in chunks/{first.name})" in said
+    recorded = json.loads((index.dir / "chunking.json").read_text())
+    assert recorded["settings"]["code version of chunker mine"] == "2"

@@ -60,11 +60,15 @@ def make_chunker(config: ConfigFields, count_tokens: Count | None = None,
 
 
 def chunker_key(config: ConfigFields) -> dict[str, Any]:
-    """The chunking settings as the store's chunking key of format 1 spells them: chunk_size, overlap,
-    per_page, the tokenizer when sizes count tokens, and a chunker other than the built-in. A chunker's own
-    settings join the key by their stage (``rag_core.retrieve.index.chunking_settings``)."""
-    key: dict[str, Any] = {"chunk_size": config.chunk_size, "overlap": config.overlap, "per_page": config.per_page}
-    if config.chunk_unit == "tokens":  # only then, so that the keys of words stay as they were
+    """The chunking settings the chosen chunker reads (``reads=``, ``CHUNKERS.reads``), as the store's
+    chunking key of format 1 spells them: chunk_size, overlap, per_page, the tokenizer when sizes count
+    tokens, and a chunker other than the built-in. A chunker that reads all four (``recursive``, a plugin
+    that does not say) keeps the names of before. Its own settings, those it uses and its code version join
+    the key elsewhere (``rag_core.retrieve.index.chunking_settings``)."""
+    reads = CHUNKERS.reads(config.chunker)
+    key: dict[str, Any] = {name: getattr(config, name) for name in ("chunk_size", "overlap", "per_page")
+                           if name in reads}
+    if config.chunk_unit == "tokens" and "chunk_unit" in reads:  # only then: the keys of words stay as they were
         key.update(chunk_unit="tokens", tokenizer=config.embed_model)
     if config.chunker != DEFAULT_CHUNKER:
         key["chunker"] = config.chunker
@@ -72,8 +76,12 @@ def chunker_key(config: ConfigFields) -> dict[str, Any]:
 
 
 def _overlap_below_chunk_size(values: Mapping[str, Any]) -> tuple[str, str] | None:
-    if not 0 <= values["overlap"] < values["chunk_size"]:
+    """overlap < chunk_size where the chosen chunker reads both (one that ignores overlap is not refused for it)."""
+    reads = CHUNKERS.reads(values.get("chunker", DEFAULT_CHUNKER))
+    if {"overlap", "chunk_size"} <= set(reads) and not 0 <= values["overlap"] < values["chunk_size"]:
         return "overlap", "overlap must be >= 0 and < chunk_size"
+    if values["overlap"] < 0:
+        return "overlap", "overlap must be >= 0"
     return None
 
 
@@ -90,6 +98,7 @@ SETTINGS.declare(
             "structure, or a chunker a plugin registers",
             choices=CHUNKERS.names, group="chunking", stage="chunking"),
     owner="chunking")
+CHUNKERS.common = COMMON_SETTINGS  # what a chunker reads unless it registers with reads=(...)
 SETTINGS.add_rule(Rule(_overlap_below_chunk_size, "chunking"))
 CHUNKERS.register(DEFAULT_CHUNKER, "rag_core.ingest.chunkers.recursive:RecursiveChunker", help="paragraphs, then lines, sentences, words, merged up to "
                   "chunk_size words with overlap words repeated")
