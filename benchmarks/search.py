@@ -97,7 +97,9 @@ def variant(path: Path, name: str, **keys: Any) -> SweepSpec:
 
 # --- the exhaustive table ---------------------------------------------------------------------------------
 def config_key(params: dict[str, str]) -> str:
-    """What ``SearchDriver`` keys a configuration by: the digest of its settings as params."""
+    """The exhaustive table's key of a configuration: the digest of its settings as params. (``SearchDriver``
+    keys trials by ``point_identity``: configurations that differ only in settings that do not apply to them,
+    ``bm25_k1`` with ``mode: dense``, are one trial there, told the first one's value.)"""
     return digest({name: params[name] for name in setting_names()})
 
 

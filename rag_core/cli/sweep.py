@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({
             "name": result.name, "experiment": result.experiment, "parent_run_id": result.parent_run_id,
             "tracking_uri": result.tracking_uri, "primary_metric": result.primary_metric, "work": result.work,
-            "unavailable": result.unavailable,
+            "unavailable": result.unavailable, "merged": result.merged,
             "points": [{"label": o.point.label, "settings": o.point.changes, "status": o.status, "run_id": o.run_id,
                         "error": o.error} for o in result.outcomes],
             "table": json.loads(result.table.to_json(orient="records")),

@@ -39,6 +39,7 @@ from rag_core.errors import RunFailure
 from rag_core.workbench.execution.evaluation import EvalInputs
 from rag_core.workbench.execution.kernels import WarmKernel
 from rag_core.workbench.execution.points import POINT_HASH_TAG, PointJob, run_point
+from rag_core.workbench.plans.cost import describe_build
 from rag_core.workbench.plans.results import PointOutcome
 from rag_core.workbench.plans.sweep_file import SweepPoint
 from rag_core.workbench.tracking.tracker import PARENT_RUN_TAG, TAG_PREFIX, RunStatus, Tracker
@@ -147,9 +148,11 @@ def prebuild(points: list[SweepPoint], inputs: EvalInputs, store_dir, echo: Call
     corpus = ray.put(inputs.corpus)
     totals = {"dense_indexes_built": 0.0, "chunkings_built": 0.0, "embedded": 0.0, "embed_cache_hits": 0.0,
               "seconds": 0.0, "on_gpu": 0.0}
-    for config in builds.values():
+    for number, config in enumerate(builds.values(), start=1):
+        echo(f"[build {number}/{len(builds)}] {describe_build(config)}")
         done = ray.get(build_indexes.options(num_gpus=gpus).remote(config, corpus, store_dir))
         totals = {name: totals[name] + done[name] for name in totals}
+        echo(f"[build {number}/{len(builds)}] done in {done['seconds']:.1f} s: {int(done['embedded']):,} embedded")
     echo(f"{int(totals['on_gpu'])} of {len(builds)} index builds ran on a GPU ({totals['seconds']:.1f} s)")
     return totals
 

@@ -40,7 +40,7 @@ from rag_core.workbench.plans.cost import (describe_build, dense_built, dense_in
                                            record_runs)
 from rag_core.workbench.plans.holdout_plan import default_config, plan_holdout
 from rag_core.workbench.plans.results import PointOutcome, SweepResult
-from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, digest
+from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, digest, point_identity
 from rag_core.workbench.reports.search_report import search_table
 from rag_core.workbench.reports.sweep_report import EXTRA_POINT
 from rag_core.workbench.search.driver import (STORAGE_TAG, STUDY_TAG, SearchDriver, SearchHistory, TrialScore, existing_trials,
@@ -227,7 +227,7 @@ def _final_runs(spec: SweepSpec, history: SearchHistory, plan, trials: NotebookT
     default = default_config(spec)
     if default is None:
         final["default_status"] = "invalid: RagConfig defaults with the base settings are not a valid configuration"
-    elif default.as_params() == winner_config.as_params():
+    elif point_identity(default) == point_identity(winner_config):  # the same configuration (what applies)
         final.update(default=final["winner"], default_status="searched point")
     elif (reason := trials.unavailable(default)) is not None:
         final["default_status"] = f"unavailable: {reason}"

@@ -7,9 +7,14 @@ models, compiled metric code and retrieval candidates, so points that differ onl
 ``rerank_depth`` retrieve nothing again. With ``workers > 1`` every distinct chunking is built first,
 serially, in this process; then points run in parallel (a thread and a kernel per worker), never two
 at once that would score the same cross-encoder pairs. With one worker the builds are made here too
+when a chunking or dense index is not in the store yet (``cost.unbuilt``: each build then shows its
+line, ``[build 2/5] chunker=... model ...``, and its embedding bar, where a kernel's would not show), and
 when no point's kernel needs torch once they exist (``queries_without_torch``: an embedding backend
 whose queries run on the store's export, no re-ranking): the kernel then imports no torch, and a
-process that has the model loaded already (the demo, after its ingest) does not load it again. The
+process that has the model loaded already (the demo, after its ingest) does not load it again.
+Grid points that differ only in settings that do not apply to them are one point
+(``SweepSpec.merged``): run once, said in one line each (``merged: ... -> 1 point``) and on the parent
+run (``rag.points_merged``). The
 work is counted on the parent run (``sweep/*`` metrics: points, chunkings, dense indexes built, chunks embedded, candidates reused,
 cross-encoder pairs scored vs cache hits).
 
@@ -59,7 +64,7 @@ from rag_core.workbench.execution.kernels import WarmKernel
 from rag_core.workbench.execution.points import NOTEBOOK, PointJob
 from rag_core.workbench.execution.search_run import run_search
 from rag_core.workbench.execution.sweep_runs import finished_points, log_parent_summary, parent_run
-from rag_core.workbench.plans.cost import record_runs
+from rag_core.workbench.plans.cost import record_runs, unbuilt
 from rag_core.workbench.plans.holdout_plan import plan_holdout
 from rag_core.workbench.plans.results import PointOutcome, SweepResult
 from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, digest
@@ -67,6 +72,7 @@ from rag_core.workbench.reports.sweep_report import sweep_table
 from rag_core.workbench.tracking.tracker import TAG_PREFIX, RunStatus, Tracker, tracking_errors
 
 UNAVAILABLE_TAG = TAG_PREFIX + "points_unavailable"
+MERGED_TAG = TAG_PREFIX + "points_merged"
 
 
 def run_sweep(spec: SweepSpec, store_dir: str | Path, *, workers: int = 1, output_dir: str | Path | None = None,
@@ -141,20 +147,26 @@ def _run_grid(spec: SweepSpec, store_dir: Path, options: GridOptions, started: f
         line = _unavailable_line(unavailable)
         echo(line)
         tracker.client.set_tag(parent_id, UNAVAILABLE_TAG, line[:5000])
+    merged = [group.describe() for group in spec.merged()]
+    if merged:
+        tracker.client.set_tag(parent_id, MERGED_TAG, "\n".join(merged)[:5000])
     distinct = len({point.chunking_key for point in grid.points})
-    echo(f"Sweep {spec.name!r}: {len(grid.points)} points ({distinct} distinct chunkings), "
+    echo(f"Sweep {spec.name!r}: {len(grid.points)} points ({distinct} distinct chunkings"
+         f"{f'; {sum(len(group.merged) for group in spec.merged())} grid points merged into {len(merged)}' if merged else ''}), "
          f"{len(grid.points) - len(todo) - len(unavailable)} already finished, {len(todo)} to run with "
          f"{options.workers} {executor.label}worker(s){' (resuming run ' + parent_id + ')' if resumed else ''}; "
          f"experiment {grid.experiment!r}")
     executor.start(PointJob(spec, grid.experiment, parent_id, store_dir, grid.output_dir, tracker, options.notebook))
     prebuild: dict[str, float] = {}
-    if todo and executor.builds_first(todo, options.workers):
+    builds = list({point.build_key: point.config for point in todo}.values())
+    if todo and executor.builds_first(todo, options.workers, bool(unbuilt(builds, grid.inputs.corpus, store_dir))):
         prebuild = executor.build_all(todo, grid.inputs, store_dir, echo)
     runnable = len(grid.points) - len(unavailable)  # progress counts the points that can run
     ran, counts = _run_points(todo, grid, executor, options.workers, runnable, spec.primary_metric, echo)
     outcomes += ran
     work = log_parent_summary(tracker, grid.experiment, parent_id, grid.points, grid.skipped_invalid, len(unavailable),
-                              prebuild, counts.kernels_started, time.perf_counter() - started)
+                              prebuild, counts.kernels_started, time.perf_counter() - started,
+                              sum(len(group.merged) - 1 for group in spec.merged()))
     if options.executor == "ray":
         work["sweep/points_retried"] = float(counts.points_retried)  # attempts lost with their worker, run again
         tracker.log(parent_id, metrics={"sweep/points_retried": float(counts.points_retried)})
@@ -168,6 +180,8 @@ def _plan_grid(spec: SweepSpec, store_dir: Path, output_dir: str | Path | None, 
     points, skipped_invalid = spec.points()
     for message in skipped_invalid:
         echo(message)
+    for group in spec.merged():  # points that are one configuration: run once
+        echo(group.describe())
     inputs = load_eval_inputs(input_dir=spec.input_dir, golden=spec.golden, beir=spec.beir, split=spec.split,
                               store_dir=store_dir, max_queries=spec.max_queries)
     plan = plan_holdout(spec, inputs.queries, points)  # holdout: the split, and the default as point 0 if not in the grid
@@ -233,7 +247,8 @@ def _finish_grid(spec: SweepSpec, grid: GridPlan, tracker: Tracker, parent_id: s
     outcomes.sort(key=lambda outcome: grid.points.index(outcome.point))
     return SweepResult(spec.name, grid.experiment, parent_id, resumed, outcomes, grid.skipped_invalid,
                        _unavailable_line(unavailable) if unavailable else None, work, table, spec.primary_metric,
-                       grid.output_dir, tracker.uri, holdout, table_metrics=spec.table_metrics)
+                       grid.output_dir, tracker.uri, holdout, merged=[group.describe() for group in spec.merged()],
+                       table_metrics=spec.table_metrics)
 
 
 def _without_unavailable_rerankers(points: list[SweepPoint]) -> tuple[list[tuple[SweepPoint, str]], list[SweepPoint]]:

@@ -56,8 +56,9 @@ def finished_points(tracker: Tracker, experiment: str, parent_id: str) -> dict[s
 
 def log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points: list[SweepPoint],
                        skipped_invalid: list[str], points_unavailable: int, prebuild: Mapping[str, float],
-                       kernels_started: int, wall_seconds: float) -> dict[str, float]:
-    """The work of the whole sweep, summed over its finished child runs (all attempts) + the prebuild."""
+                       kernels_started: int, wall_seconds: float, points_merged: int = 0) -> dict[str, float]:
+    """The work of the whole sweep, summed over its finished child runs (all attempts) + the prebuild;
+    `points_merged`: grid points not run because another of the same configuration runs."""
     children = tracker.child_runs(experiment, parent_id)
     done = [run_metrics(run) for run in children if run.info.status == RunStatus.FINISHED]
     previous = tracker.client.get_run(parent_id).data.metrics  # prebuild work of earlier attempts
@@ -71,6 +72,7 @@ def log_parent_summary(tracker: Tracker, experiment: str, parent_id: str, points
     work = {
         "sweep/points": float(len(points)),
         "sweep/points_invalid": float(len(skipped_invalid)),
+        "sweep/points_merged": float(points_merged),
         "sweep/points_unavailable": float(points_unavailable),
         "sweep/points_finished": float(len({run.data.tags.get(POINT_HASH_TAG) for run in children
                                             if run.info.status == RunStatus.FINISHED})),

@@ -1,7 +1,7 @@
 """What work costs on this machine, and what a sweep file would cost before it runs.
 
 **Throughputs.** After every sweep and search, the finished child runs' own measurements are added to
-``<store>/throughputs.json`` (``record_runs``), one observation per run, the latest
+``<store>/throughputs.json`` (``record_runs``; a sweep's builds made before its points, ``record_builds``), one observation per run, the latest
 ``MAX_OBSERVATIONS`` of each kind kept: embedding throughput per model (``index/embedded`` chunks in
 ``index/embed_seconds``), BM25 indexing throughput, the warm time of an evaluation per retrieval mode
 (the notebook's seconds less its index building, against the number of queries), and the tokens per
@@ -9,12 +9,19 @@ query of LLM query expansion. A point's warm time is fitted as ``fixed + per_que
 least squares (proportional when every observation has the same number of queries).
 
 **Estimates** (``estimate``, printed by ``rag-pipeline sweep FILE --dry-run``): the space's size, the
-distinct chunkings, the dense indexes that are not in the store yet (chunks estimated from the
-corpus's words, or counted when the chunking exists; with windows, ``dense_pooling`` other than ``first``, a
-unit longer than the model's window counts as its windows: ``window_count``) and their embedding time, the warm time of the
-evaluations the strategy would run (a grid: every point; a search: its budget), and, when LLM query
-expansion is in the space, its calls, tokens and list-price cost (``rag_core.generate.cost``). Where
-nothing was measured yet, the figure is missing and the estimate says so; no default speed is assumed.
+points merged (``SweepSpec.merged``), the distinct chunkings the run makes or finds in the store, each by
+the store's own name of it (``Index.chunking_key``: the settings its chunker reads, its own, its code
+version, and the embedding model as it will load: offline the packaged MiniLM, not the configured
+name), the embedding models as they will load, and the dense indexes that are not in the store yet
+(chunks estimated from the corpus's words, or counted when the chunking exists; with windows,
+``dense_pooling`` other than ``first``, a unit longer than the model's window counts as its windows:
+``window_count``) and their embedding time, the warm time of the evaluations the strategy would run (a
+grid: every point; a search: its budget), and, when LLM query expansion is in the space, its calls,
+tokens and list-price cost (``rag_core.generate.cost``). A grid's chunkings and indexes are those of its
+points exactly; a search's, those of every combination of its axes up to the indexes. No model is
+loaded: the model as loaded is ``models.embedder_source``'s answer (the configured name where only
+loading could tell). Where nothing was measured yet, the figure is missing and the estimate says so; no
+default speed is assumed.
 Left out: the judge (sweeps do not judge), kernel start-up (a few seconds per worker), GPU timings.
 """
 
@@ -25,15 +32,19 @@ import json
 import math
 import os
 import platform
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from rag_core.components import SETTINGS
+from rag_core.components.registry import VERSION_PREFIX
+from rag_core.components.settings import STAGES
 from rag_core.components.stages import component_key, key_through
 from rag_core.config import ConfigError, RagConfig, load_config
+from rag_core.ingest.chunkers import CHUNKERS
 from rag_core.ingest.corpus import write_json_atomic
-from rag_core.retrieve.models import FALLBACK_EMBED_NAME
+from rag_core.retrieve.models import FALLBACK_EMBED_NAME, embedder_source
 from rag_core.retrieve.retrievers import uses_embedder
 from rag_core.retrieve.windows import default_stride
 from rag_core.workbench.plans.sweep_file import SweepSpec
@@ -127,6 +138,20 @@ def record_runs(store_dir: str | Path, runs: Iterable["Run"]) -> Throughputs:
     return throughputs
 
 
+def record_builds(store_dir: str | Path, builds: Sequence[tuple[str, float, float]]) -> None:
+    """Add the embedding throughput of index builds made outside a point's run (a sweep's builds first):
+    (model used, chunks embedded, embedding seconds) each, one observation per build."""
+    if not builds or not Path(store_dir).is_dir():
+        return
+    throughputs = load_throughputs(store_dir)
+    for number, (model, embedded, seconds) in enumerate(builds):
+        observations = throughputs.embed.setdefault(model, [])
+        if embedded > 0 and seconds > 0:
+            observations.append([f"build-{time.time_ns()}-{number}", embedded, seconds])
+            del observations[:-MAX_OBSERVATIONS]
+    write_json_atomic(Path(store_dir) / THROUGHPUTS_FILE, dict(vars(throughputs)))
+
+
 def _add(throughputs: Throughputs, run_id: str, params: dict[str, str], metrics: dict[str, float]) -> None:
     def observe(observations: list, amount: float, seconds: float) -> None:
         if run_id not in {o[0] for o in observations} and amount > 0 and seconds > 0:
@@ -157,6 +182,14 @@ class EmbeddingNeed:
 
 
 @dataclass(frozen=True)
+class PlannedChunking:
+    label: str  # what decides its chunks (the settings its chunker reads, its own, the model as loaded)
+    key: str  # the store's name of it (chunks/<key>/)
+    in_store: bool  # made before: the run reads it
+    chunks: int | None = None  # counted when in the store
+
+
+@dataclass(frozen=True)
 class CostEstimate:
     strategy: str
     budget: str  # "" for a grid
@@ -172,10 +205,15 @@ class CostEstimate:
     total_seconds: float | None
     llm: str  # LLM query expansion's calls, tokens and cost; "" when none is in the space
     notes: list[str]
+    chunking_plan: list[PlannedChunking] = field(default_factory=list)  # every distinct chunking, as the store names it
+    dense_indexes: int | None = None  # distinct dense indexes in the space (None: too many to enumerate)
+    models_loaded: dict[str, str] = field(default_factory=dict)  # configured embedding model -> as it will load
+    merged: list[str] = field(default_factory=list)  # grid points run as one (SweepSpec.merged)
 
     def as_dict(self) -> dict[str, Any]:
         values = dict(vars(self))
         values["to_embed"] = [vars(need) for need in self.to_embed]
+        values["chunking_plan"] = [vars(chunking) for chunking in self.chunking_plan]
         return values
 
 
@@ -187,9 +225,12 @@ def estimate(spec: SweepSpec, corpus: "Corpus", queries: int, store_dir: str | P
     configs = _build_configs(spec)
     if configs is None:
         notes.append(f"more than {MAX_ENUMERATED} chunking/model combinations: not enumerated")
-    chunkings = None if configs is None else len({_chunking(c) for c in configs})
-    models = sorted({c.embed_model for c in configs or () if uses_embedder(c)})
+    plan = planned_chunkings(configs or [], corpus, store_dir)
+    embedding = [c for c in configs or () if uses_embedder(c)]
+    loaded = {c.embed_model: model_as_loaded(c) for c in embedding}
+    models = sorted(loaded)
     to_embed = _to_embed(configs or [], corpus, store_dir, throughputs)
+    dense = None if configs is None else len({_dense_identity(c, corpus, store_dir) for c in embedding})
     if search.is_search:
         points = None
         modes = sorted({c.mode for c in configs or []} or {"hybrid"})
@@ -222,15 +263,28 @@ def estimate(spec: SweepSpec, corpus: "Corpus", queries: int, store_dir: str | P
         if search.is_search and search.budget.seconds is not None:
             total = min(total, search.budget.seconds)
     return CostEstimate(search.strategy, search.budget.describe() if search.budget else "", spec.space.size
-                        if search.is_search else len(points), evaluations, queries, chunkings, models, to_embed,
+                        if search.is_search else len(points), evaluations, queries,
+                        None if configs is None else len(plan), models, to_embed,
                         search.max_new_chunkings, warm, cold, total,
-                        _llm_line(spec, _llm_evaluations(spec, points, evaluations), queries, throughputs), notes)
+                        _llm_line(spec, _llm_evaluations(spec, points, evaluations), queries, throughputs), notes,
+                        plan, dense, loaded, [] if search.is_search else [m.describe() for m in spec.merged()])
 
 
 def _build_configs(spec: SweepSpec, names: Sequence[str] | None = None) -> list[RagConfig] | None:
-    """One valid configuration per combination of the settings that decide the dense index (and mode);
-    None when there are too many combinations to enumerate."""
-    names = build_settings() if names is None else tuple(names)
+    """One valid configuration per distinct build (the settings and code versions up to the indexes,
+    ``key_through(config, "index")``): a grid's points' own, a search's every combination of its axes
+    whose settings are of the stages up to the indexes (and ``mode``); None when there are too many
+    combinations to enumerate. With `names`: every combination of those settings (the estimate of before,
+    kept for ``benchmarks/settings_keys_compare.py``)."""
+    if names is None and not spec.search.is_search:
+        builds: dict[tuple, RagConfig] = {}
+        for point in spec.points()[0]:
+            builds.setdefault(point.build_key, point.config)
+        return list(builds.values())
+    if names is None:
+        names = tuple(name for name in spec.axes if name == "mode" or
+                      (name in SETTINGS and STAGES.index(SETTINGS[name].stage) <= STAGES.index("index")))
+    names = tuple(names)
     axes = {name: values for name, values in spec.grid.items() if name in names}
     for name, axis in spec.ranges.items():
         if name in names:
@@ -250,16 +304,8 @@ def _build_configs(spec: SweepSpec, names: Sequence[str] | None = None) -> list[
             config = load_config(None, settings)
         except ConfigError:
             continue
-        configs.setdefault(tuple(getattr(config, name) for name in names), config)
+        configs.setdefault(key_through(config, "index"), config)
     return list(configs.values())
-
-
-def build_settings() -> tuple[str, ...]:
-    """The settings that decide which dense index a configuration needs (each distinct combination is
-    embedded once; max and mean_top2 share one, counted twice here), and ``mode`` (which says whether it
-    embeds): the dense retriever's settings up to its index (``rag_core.components.stages``)."""
-    dense = component_key(RagConfig(), "retriever", "dense", "index")
-    return (*(name for stage in dense for name, _ in stage), "mode")
 
 
 def dense_index_key(config: RagConfig) -> tuple:
@@ -267,8 +313,45 @@ def dense_index_key(config: RagConfig) -> tuple:
     return component_key(config, "retriever", "dense", "index")
 
 
-def _chunking(config: RagConfig) -> tuple:
-    return key_through(config, "ingest")
+class ModelAsLoaded:
+    """The embedding model as it will load, told without loading it (``models.embedder_source``; the
+    configured name where only loading could tell): what an estimate's ``Index`` names its keys with."""
+
+    def __init__(self, config: RagConfig) -> None:
+        source = embedder_source(config.embed_model, config.model_fallback)
+        self.name_used = source.used if source is not None else config.embed_model
+
+
+def model_as_loaded(config: RagConfig) -> str:
+    return ModelAsLoaded(config).name_used
+
+
+def planned_chunkings(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | Path) -> list[PlannedChunking]:
+    """Every distinct chunking of `configs` as the store names it, made before (in the store) or not."""
+    found: dict[str, PlannedChunking] = {}
+    for config in configs:
+        index = _index(config, corpus, store_dir)
+        if index.chunking_key not in found:
+            lengths = existing_lengths(config, corpus, store_dir)
+            found[index.chunking_key] = PlannedChunking(describe_chunking(config, index.chunking_settings),
+                                                        index.chunking_key, lengths is not None,
+                                                        None if lengths is None else len(lengths))
+    return list(found.values())
+
+
+def unbuilt(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | Path) -> list[RagConfig]:
+    """The configurations whose chunking, or dense index when they embed, is not in the store yet (what a
+    run would build); nothing is loaded to tell."""
+    return [config for config in configs
+            if existing_lengths(config, corpus, store_dir) is None
+            or (uses_embedder(config) and not dense_built(config, corpus, store_dir))]
+
+
+def _dense_identity(config: RagConfig, corpus: "Corpus", store_dir: str | Path) -> tuple:
+    """One dense index: its chunking (the store's name), the model as loaded, its other settings."""
+    _, ingest, index = dense_index_key(config)
+    return (_index(config, corpus, store_dir).chunking_key, model_as_loaded(config), ingest,
+            tuple(item for item in index if item[0] != "embed_model"))
 
 
 def _to_embed(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | Path,
@@ -276,12 +359,15 @@ def _to_embed(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | P
     needs: dict[tuple, EmbeddingNeed] = {}
     words = sum(len(doc.text.split()) for doc in corpus.documents)
     for config in configs:
-        key = dense_index_key(config)
-        if not uses_embedder(config) or key in needs or dense_built(config, corpus, store_dir):
+        if not uses_embedder(config):
+            continue
+        key = _dense_identity(config, corpus, store_dir)
+        if key in needs or dense_built(config, corpus, store_dir):
             continue
         lengths = existing_lengths(config, corpus, store_dir)
         if lengths is None:
-            step = max(config.chunk_size - config.overlap, 1)
+            reads = CHUNKERS.reads(config.chunker) if config.chunker in CHUNKERS else ()
+            step = max(config.chunk_size - (config.overlap if "overlap" in reads else 0), 1)
             chunks = max(int(words / step), len(corpus))
             size = config.chunk_size if config.chunk_unit == "tokens" else config.chunk_size * TOKENS_PER_WORD
             lengths = [size] * chunks
@@ -289,7 +375,7 @@ def _to_embed(configs: Sequence[RagConfig], corpus: "Corpus", store_dir: str | P
         if config.dense_pooling != "first":
             window = window_tokens(config, store_dir)
             texts = sum(window_count(tokens, window, default_stride(window, config.dense_stride)) for tokens in lengths)
-        rate = throughputs.embed_rate(config.embed_model)
+        rate = throughputs.embed_rate(model_as_loaded(config))
         needs[key] = EmbeddingNeed(describe_build(config), len(lengths), texts / rate if rate else None, texts)
     return list(needs.values())
 
@@ -317,15 +403,35 @@ def window_tokens(config: RagConfig, store_dir: str | Path) -> int:
 
 
 def describe_build(config: RagConfig) -> str:
-    extras = [f"{name}={getattr(config, name)}" for name in ("per_page", "child_size", "chunk_context", "extract_tables",
-                                                              "embed_backend") if getattr(config, name) != SETTINGS[name].default]
-    return " ".join([f"chunk_size={config.chunk_size} overlap={config.overlap}", *extras, f"model {config.embed_model}"])
+    """A dense index in a line: its chunking, what else it indexes, its runtime and the model as loaded."""
+    settings = _index(config, None, None).chunking_settings
+    extras = [f"{name}={getattr(config, name)}" for name in ("child_size", "chunk_context", "extract_tables", "embed_backend")
+              if getattr(config, name) != SETTINGS[name].default and name not in settings]
+    return " ".join([describe_chunking(config, settings, model=False), *extras, f"model {model_as_loaded(config)}"])
 
 
-def _index(config: RagConfig, corpus: "Corpus", store_dir: str | Path):
+def describe_chunking(config: RagConfig, settings: dict[str, Any], model: bool = True) -> str:
+    """A chunking in a line, from what its key holds (``Index.chunking_settings``): the chunker, the
+    settings it reads and its own (per_page when on), the model it uses as loaded (unless not `model`),
+    its code version."""
+    shown = [f"chunker={config.chunker}"]
+    for name, value in settings.items():
+        if name == "chunker" or (name == "per_page" and not value) or (name == "embed_model" and not model):
+            continue
+        if name.startswith(VERSION_PREFIX):
+            shown.append(f"(code {value})")
+        elif name == "embed_model":
+            shown.append(f"model {value}")
+        else:
+            shown.append(f"{name}={value}")
+    return " ".join(shown)
+
+
+def _index(config: RagConfig, corpus: "Corpus | None", store_dir: str | Path | None):
+    """The index of `config` as an estimate sees it: its names, with the model as it will load (nothing loaded)."""
     from rag_core.retrieve.index import Index
 
-    return Index(Path(store_dir), corpus, config)
+    return Index(Path(store_dir or "."), corpus, config, embedder=ModelAsLoaded(config))
 
 
 def dense_built(config: RagConfig, corpus: "Corpus", store_dir: str | Path) -> bool:

@@ -14,7 +14,7 @@ from typing import Sequence
 
 from rag_core.config import ConfigError, RagConfig, load_config
 from rag_core.evaluate.golden import GoldenQuery
-from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec
+from rag_core.workbench.plans.sweep_file import SweepPoint, SweepSpec, point_identity
 from rag_core.workbench.statistics.holdout import QuerySplit, split_queries
 
 
@@ -44,8 +44,9 @@ def default_config(spec: SweepSpec) -> RagConfig | None:
 
 
 def extra_default_point(spec: SweepSpec, points: list[SweepPoint]) -> SweepPoint | None:
-    """Point 0, the default configuration, when a holdout sweep's grid does not contain it."""
+    """Point 0, the default configuration, when a holdout sweep's grid does not contain it (a point of the same
+    identity: differing only in settings that do not apply to it)."""
     default = default_config(spec)
-    if spec.holdout is None or default is None or any(p.config.as_params() == default.as_params() for p in points):
+    if spec.holdout is None or default is None or any(p.identity == point_identity(default) for p in points):
         return None
     return SweepPoint(0, {key: getattr(default, key) for key in spec.axes}, default)

@@ -66,6 +66,7 @@ class SweepResult:
     tracking_uri: str
     holdout: Any = None  # rag_core.workbench.statistics.honest.WinnerReport when the sweep held out queries
     search: Any = None  # rag_core.workbench.search.driver.SearchHistory for strategy tpe or halving
+    merged: list[str] = field(default_factory=list)  # grid points run as one (SweepSpec.merged), one line each
     table_metrics: tuple[str, ...] = ("latency/total_p50_ms",)  # the printed table's columns beside the primary
 
     @property

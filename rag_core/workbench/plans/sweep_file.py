@@ -31,7 +31,11 @@ Settings, lowest precedence first: defaults, ``--config FILE``, ``base``, settin
 point's settings, grid values. ``points`` measures techniques alone and combined without running
 their whole cartesian product.
 Unknown keys and settings are errors naming the key; a point whose combination is invalid
-(``overlap >= chunk_size``) is skipped with a message. Points are ordered so that those sharing a
+(``overlap >= chunk_size``) is skipped with a message. Points that differ only in settings their chosen
+components do not read (``overlap`` under a chunker that ignores it, ``bm25_k1`` with ``mode: dense``)
+are one configuration (``point_identity``: the values of every applying setting and code version): it is
+run once, as the first of them, and ``merged()`` says which were merged
+(``merged: chunker=semantic x overlap=0/64 -> 1 point``). Points are ordered so that those sharing a
 chunking run one after another (their index and retrieval candidates are shared).
 A search (``strategy: tpe`` or ``halving``) samples its points instead of running them all
 (``rag_core.workbench.search.driver``); its space is ``search_space``, and its hash leaves the budget out, so
@@ -51,6 +55,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from rag_core.components import load_plugins
+from rag_core.components.settings import STAGES
 from rag_core.components.stages import applying, key_through, stage_values
 from rag_core.config import (ConfigError, RagConfig, file_plugins, load_config, read_yaml_mapping, read_yaml_settings,
                              setting_names)
@@ -64,6 +69,13 @@ from rag_core.retrieve.rerank import RERANKERS
 from rag_core.workbench.plans.space import RangeAxis, SearchSettings, SearchSpace, check_space, parse_axes, parse_search
 from rag_core.workbench.statistics.holdout import check_holdout
 from rag_core.workbench.statistics.selection import check_select
+
+def point_identity(config: RagConfig, stages: Mapping[str, str] | None = None) -> tuple:
+    """What a configuration's results depend on: the values of every setting that applies to it and the
+    code versions of its components, by stage (``rag_core.components.stages``). Two configurations with
+    the same identity give the same results: a sweep runs one of them, a search reuses the earlier trial."""
+    return key_through(config, STAGES[-1], stages)
+
 
 DEFAULT_TABLE_METRICS = ("latency/total_p50_ms",)  # the printed table's columns beside the primary metric (as before)
 PROGRESS_MIN_POINTS = 2000  # a grid this large takes seconds to check (about 0.5 ms a point): show a bar
@@ -112,11 +124,33 @@ class SweepPoint:
         return key_through(self.config, "candidates", self._stages)
 
     @property
+    def identity(self) -> tuple:
+        """Its configuration's identity (``point_identity``): equal for points that give the same results."""
+        return point_identity(self.config, self._stages)
+
+    @property
     def rerank_key(self) -> tuple | None:
         """Points with the same key score the same cross-encoder pairs (its score cache: the chunks and
         the re-ranker with its own settings, whatever retrieved them): never run two at once."""
         cfg = self.config
         return (self.chunking_key, RERANKERS.get(cfg.reranker).key(cfg)) if cfg.rerank_depth > 0 else None
+
+
+@dataclass(frozen=True)
+class MergedPoints:
+    """Grid points that are one configuration: `kept` runs (the first in grid order, labelled by the axes
+    that apply to it), the others are not run."""
+    kept: SweepPoint
+    merged: tuple[SweepPoint, ...]  # every point of the group, `kept`'s original included, in grid order
+
+    def describe(self) -> str:
+        """``merged: chunker=semantic x overlap=0/64 -> 1 point (overlap does not apply)``: the point run,
+        then the values of the settings it was merged over."""
+        axes = list(dict.fromkeys(key for point in self.merged for key in point.changes))
+        values = {axis: list(dict.fromkeys(str(point.changes.get(axis, "-")) for point in self.merged)) for axis in axes}
+        unread = [axis for axis in axes if len(values[axis]) > 1]
+        return (f"merged: {' x '.join([self.kept.label, *(f'{axis}=' + '/'.join(values[axis]) for axis in unread)])}"
+                f" -> 1 point ({', '.join(unread)} {'does' if len(unread) == 1 else 'do'} not apply)")
 
 
 @dataclass(frozen=True)
@@ -152,7 +186,7 @@ class SweepSpec:
         return SearchSpace(self.grid, self.ranges, self.listed)
 
     @functools.cached_property
-    def _points(self) -> tuple[list[SweepPoint], list[str]]:
+    def _points(self) -> tuple[list[SweepPoint], list[str], list[MergedPoints]]:
         points, skipped = [], []
         keys = list(self.grid)
         combinations = itertools.product(self.listed or ({},), itertools.product(*self.grid.values()))
@@ -169,19 +203,25 @@ class SweepSpec:
             points.append(SweepPoint(number, changes, config))
         if not points:
             raise ConfigError(f"{self.path}: no valid point in the grid ({skipped[0] if skipped else 'empty'})")
+        points, merged = _merge(points)
         # stable: grid order within a chunking, and points sharing candidates next to each other (a candidate
         # group where its first point is in the grid)
         first: dict[tuple, int] = {}
         for point in points:
             first.setdefault(point.candidates_key, point.number)
         points.sort(key=lambda point: (point.chunking_key, first[point.candidates_key]))
-        return points, skipped
+        return points, skipped, merged
 
     def points(self) -> tuple[list[SweepPoint], list[str]]:
-        """(valid points, ordered so that those sharing a chunking are consecutive; one message per
-        skipped invalid point). Settings come from defaults < environment (models) < base < grid."""
-        points, skipped = self._points
+        """(valid points, one per configuration (``merged``), ordered so that those sharing a chunking are
+        consecutive; one message per skipped invalid point). Settings come from defaults < environment
+        (models) < base < grid."""
+        points, skipped, _ = self._points
         return list(points), list(skipped)
+
+    def merged(self) -> list[MergedPoints]:
+        """The groups of grid points run as one (they differ only in settings that do not apply to them)."""
+        return list(self._points[2])
 
     @functools.cached_property
     def hash(self) -> str:
@@ -198,6 +238,23 @@ class SweepSpec:
     def data_identity(self) -> dict[str, Any]:
         return {"input": path_str(self.input_dir), "golden": path_str(self.golden), "beir": path_str(self.beir),
                 "split": self.split, "max_queries": self.max_queries}
+
+
+def _merge(points: list[SweepPoint]) -> tuple[list[SweepPoint], list[MergedPoints]]:
+    """One point per identity, the first in grid order; a merged group's kept point is labelled by the axes
+    that apply to it (the others' values are not read)."""
+    groups: dict[tuple, list[SweepPoint]] = {}
+    for point in points:
+        groups.setdefault(point.identity, []).append(point)
+    kept, merged = [], []
+    for group in groups.values():
+        point = group[0]
+        if len(group) > 1:
+            applying_axes = {key: value for key, value in point.changes.items() if key in point._stages}
+            point = SweepPoint(point.number, applying_axes, point.config, point.query_ids)
+            merged.append(MergedPoints(point, tuple(group)))
+        kept.append(point)
+    return kept, merged
 
 
 def check_name(value: Any, path: Path) -> str:

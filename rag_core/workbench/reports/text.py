@@ -389,10 +389,17 @@ def format_estimate(spec: "SweepSpec", cost: "CostEstimate", host: str, all_quer
     budget = f", budget {cost.budget}" if cost.budget else ""
     size = f"{cost.space_size:,} configurations" if cost.space_size is not None else "a continuous space"
     lines = [f"Dry run of sweep {spec.name!r} (strategy {cost.strategy}{budget}): nothing is run.",
-             f"  space: {size}" + ("" if cost.strategy == "grid" else ": " + "; ".join(spec.space.describe())),
-             f"  queries per full evaluation: {cost.queries} (of {all_queries})",
-             f"  chunkings: {cost.chunkings if cost.chunkings is not None else 'many'} distinct; embedding models: "
-             f"{', '.join(cost.models) or 'none (BM25 only)'}"]
+             f"  space: {size}" + ("" if cost.strategy == "grid" else ": " + "; ".join(spec.space.describe()))]
+    lines += [f"  {line}" for line in cost.merged]
+    lines.append(f"  queries per full evaluation: {cost.queries} (of {all_queries})")
+    made = sum(not chunking.in_store for chunking in cost.chunking_plan)
+    lines.append(f"  chunkings: {cost.chunkings if cost.chunkings is not None else 'many'} distinct"
+                 + (f", {made} to make, {len(cost.chunking_plan) - made} in the store:" if cost.chunking_plan else ""))
+    lines += [f"    {chunking.label}: " + (f"in the store ({chunking.chunks:,} chunks)" if chunking.in_store else "to make")
+              + f" [{chunking.key}]" for chunking in cost.chunking_plan]
+    models = [name if loaded == name else f"{name} (loads {loaded})" for name, loaded in cost.models_loaded.items()]
+    lines.append(f"  embedding models: {', '.join(models or cost.models) or 'none (BM25 only)'}"
+                 + (f"; dense indexes: {cost.dense_indexes} distinct" if cost.dense_indexes else ""))
     if cost.to_embed:
         limit = f"; max_new_chunkings {cost.embed_limit}" if cost.embed_limit is not None else ""
         lines.append(f"  to embed: {len(cost.to_embed)} dense index(es) not in the store{limit}:")

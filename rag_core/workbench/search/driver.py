@@ -16,7 +16,9 @@ threads (each a warm kernel, or a Ray actor) through a ``TrialEvaluator``, so ``
 cannot be loaded, or would embed a chunking beyond ``max_new_chunkings`` (or one whose embedding does
 not fit the remaining seconds) is told to Optuna as infeasible (``Trial.set_constraint``) without
 running, so TPE learns to avoid it. A configuration evaluated before (in this search or an earlier
-session of it) is not run again: its values are told again at no cost. Each trial's cost is recorded
+session of it) is not run again: its values are told again at no cost. "The same configuration" is one of
+the same identity (``sweep_file.point_identity``): a trial that differs from an earlier one only in settings
+its components do not read (``overlap`` under a chunker that ignores it) is a repeat. Each trial's cost is recorded
 (seconds, cold seconds spent building indexes, optimizer seconds, budget points) in its Optuna user
 attributes, which is what a resumed search reads back to know what was spent and embedded.
 
@@ -39,7 +41,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from rag_core.config import ConfigError, RagConfig, load_config
 from rag_core.workbench.plans.space import SearchSettings, SearchSpace
-from rag_core.workbench.plans.sweep_file import SweepPoint, digest
+from rag_core.workbench.plans.sweep_file import SweepPoint, digest, point_identity
 
 RECORD_ATTR = "rag"  # the user attribute holding a trial's record (JSON)
 STORAGE_TAG, STUDY_TAG = "rag.search_storage", "rag.search_study"  # on the sweep's parent run: where the study is
@@ -346,7 +348,7 @@ class SearchDriver:
             config = load_config(None, {**self.base, **changes})
         except ConfigError as exc:
             return self._tell_infeasible(trial, record, "invalid", str(exc), started)
-        record.config_key = digest(config.as_params())
+        record.config_key = digest(point_identity(config))  # settings that apply: a twin's repeat is told again
         reason = self.evaluator.unavailable(config)
         if reason:
             return self._tell_infeasible(trial, record, "unavailable", reason, started)
