@@ -15,6 +15,8 @@ Each stage returns a record (the first stage its ``Candidates``, re-ranking a ``
 ``retrieve`` assembles the latency and work it reports from them.
 When the configured re-ranker cannot be loaded, re-ranking is off for this pipeline: a warning logged
 once per process (``logging``; the CLI shows it on stderr) and recorded in ``models_used()`` as ``none (unavailable: <cause>)``.
+The re-ranker receives the candidates as ``RerankPassage`` records (``score_passages``: chunk, pages,
+metadata, heading), whose default adapter gives a re-ranker that reads texts only its ``score(query, texts)``.
 Left out: query rewriting beyond expansion.
 """
 
@@ -35,7 +37,8 @@ from rag_core.retrieve.candidates import CANDIDATES, Candidates, FirstStage
 from rag_core.retrieve.filters import describe
 from rag_core.retrieve.index import Index
 from rag_core.retrieve.rerank import RERANKERS
-from rag_core.retrieve.rerank.base import BaseReranker
+from rag_core.retrieve.context import nearest_heading
+from rag_core.retrieve.rerank.base import BaseReranker, RerankPassage
 from rag_core.retrieve.rerank.fusion import fuse_reranked
 from rag_core.retrieve.retrievers import SHORTHANDS
 
@@ -173,9 +176,13 @@ class Pipeline:
         cfg, reranker = self.config, self.reranker
         started = time.perf_counter()
         candidates = fused[: cfg.rerank_depth]
-        with calling(RERANKERS.get(cfg.reranker), "score"):  # a plugin's fault: one line naming it
-            result = reranker.score(query, [self.index.chunk_by_id[hit.id].text for hit in candidates])
-        checked_scores(RERANKERS.get(cfg.reranker), "score", result.scores, len(candidates))
+        if hasattr(reranker, "score_passages"):  # BaseReranker's: the chunks, their pages and metadata
+            method, given = "score_passages", self._passages(candidates)
+        else:  # a re-ranker that does not follow BaseReranker: the texts only
+            method, given = "score", [self.index.chunk_by_id[hit.id].text for hit in candidates]
+        with calling(RERANKERS.get(cfg.reranker), method):  # a plugin's fault: one line naming it
+            result = getattr(reranker, method)(query, given)
+        checked_scores(RERANKERS.get(cfg.reranker), method, result.scores, len(candidates))
         order = sorted(range(len(candidates)), key=lambda i: (-result.scores[i], i))
         scored = [ScoredId(candidates[i].id, result.scores[i]) for i in order]
         # The model's time for these pairs, as measured when they were scored (maybe by an earlier
@@ -189,6 +196,14 @@ class Pipeline:
             head = [by_id[item] for item in order]
         return Reranked(scored, head, latency, {"rerank_pairs_scored": result.pairs_scored,
                                                 "rerank_cache_hits": result.cache_hits})
+
+    def _passages(self, candidates: Sequence[ScoredId]) -> list[RerankPassage]:
+        """The candidates as a re-ranker receives them: each chunk, its document's metadata, its heading."""
+        chunks = [self.index.chunk_by_id[hit.id] for hit in candidates]
+        metadata, documents = self.index.chunk_set.doc_metadata, self.index.corpus.by_id
+        return [RerankPassage(chunk, metadata.get(chunk.doc_id, {}), nearest_heading(documents[chunk.doc_id],
+                                                                                        chunk.char_start))
+                for chunk in chunks]
 
     def _hits_by_stage(self, ranked: dict[str, Sequence[ScoredId]], order: Sequence[str]) -> dict[str, list[Hit]]:
         # chunk id -> stage -> (rank, score), over every stage the chunk appeared in

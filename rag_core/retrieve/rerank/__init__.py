@@ -5,7 +5,8 @@ first use) and ``onnx`` / ``onnx-int8`` (ONNX Runtime, exported on first use
 into the store's ``onnx/`` folder).
 
 A re-ranker is a ``BaseReranker`` (``rag_core.retrieve.rerank.base``, the contract: ``from_config``,
-``score(query, texts) -> RerankScores``, ``unavailable()``, ``model_name`` / ``name_used``, and
+``score(query, texts) -> RerankScores`` or ``score_passages(query, passages)`` (``RerankPassage``: the
+chunk with its pages, its document's metadata and heading), ``unavailable()``, ``model_name`` / ``name_used``, and
 ``score_threshold(config)``, its no-answer threshold) registered as a class with the settings it
 declares. The built-in one is ``cross_encoder`` (``CrossEncoderReranker``; ``min_rerank_score`` is its
 setting); a plugin registers its own (``docs/rerankers.md``). The pipeline re-scores the
@@ -58,6 +59,7 @@ RERANKERS.register(
 )
 
 __getattr__, _lazy_all = lazy_exports(__name__, {
-    "BaseReranker": "base", "RerankScores": "base", "rerank_unavailable": "base", "score_threshold": "base",
+    "BaseReranker": "base", "RerankPassage": "base", "RerankScores": "base", "rerank_unavailable": "base",
+    "score_threshold": "base",
     "CrossEncoderReranker": "cross_encoder", "Reranker": "cross_encoder", "OnnxCrossEncoder": "onnx"})
 __all__ = ["DEFAULT_RERANK_MODEL", "RERANKERS", "RERANK_BACKENDS", "RERANK_FUSIONS", *_lazy_all]

@@ -6,8 +6,14 @@ chooses it) as a class. The pipeline makes one per configuration with
 
 - ``unavailable()``: None when it can run; else a ``ModelLoadError`` saying why (re-ranking is then
   off for that run, announced once and recorded as ``rerank_model_used = none (unavailable: ...)``);
+- ``score_passages(query, passages) -> RerankScores``: what the pipeline calls, with the candidates as
+  ``RerankPassage`` records (the chunk: text, document, pages and character offsets; its document's
+  metadata fields; the nearest heading above it). Its default calls ``score(query, texts)``, so a
+  re-ranker that reads only the text implements ``score`` and one that reads the pages or the section
+  implements ``score_passages`` (no edit of ``rag_core`` either way);
 - ``score(query, texts) -> RerankScores``: one finite score per text, in the order given, higher =
-  more relevant (``rag_core.components.faults.checked_scores`` holds it to that);
+  more relevant (``rag_core.components.faults.checked_scores`` holds it to that; and the same of
+  ``score_passages``);
 - ``model_name`` (what it was configured with) and ``name_used`` (the model it actually runs, the
   ``rerank_model_used`` param of every run); both are its name when it runs no model.
 
@@ -24,11 +30,12 @@ Left out: listwise re-rankers (a score per passage is the contract).
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from abc import ABC
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from rag_core.records import Chunk
 from rag_core.retrieve.models import ModelLoadError
 
 if TYPE_CHECKING:
@@ -49,9 +56,35 @@ class RerankScores:
         return cls([float(score) for score in scores], seconds, seconds, len(scores), 0)
 
 
+@dataclass(frozen=True)
+class RerankPassage:
+    """One candidate as a re-ranker receives it (``score_passages``): the chunk and what the store knows
+    of where it sits."""
+    chunk: Chunk  # id, doc_id, text, char_start, char_end, page_start, page_end
+    metadata: Mapping[str, str] = field(default_factory=dict)  # its document's: doc_id, title, pages, own fields
+    heading: str = ""  # the nearest heading above the chunk in its document ('' when none)
+
+    @property
+    def text(self) -> str:
+        return self.chunk.text
+
+    @property
+    def doc_id(self) -> str:
+        return self.chunk.doc_id
+
+    @property
+    def page_start(self) -> int:
+        return self.chunk.page_start
+
+    @property
+    def page_end(self) -> int:
+        return self.chunk.page_end
+
+
 class BaseReranker(ABC):
-    """A re-ranker: scores (query, passage) pairs. Subclasses implement ``score``; one that loads a
-    model overrides ``unavailable`` and ``name_used`` too (``CrossEncoderReranker``)."""
+    """A re-ranker: scores (query, passage) pairs. Subclasses implement ``score`` (texts) or
+    ``score_passages`` (``RerankPassage`` records); one that loads a model overrides ``unavailable`` and
+    ``name_used`` too (``CrossEncoderReranker``)."""
 
     model_name: str = ""  # what it was configured with; a plugin without a model: its registered name
 
@@ -64,9 +97,15 @@ class BaseReranker(ABC):
         and `store_dir` the store, for a re-ranker that keeps files there. Default: ``cls(config)``."""
         return cls(config)
 
-    @abstractmethod
     def score(self, query: str, texts: Sequence[str]) -> RerankScores:
         """One score per text of `texts` for `query`, in their order (higher = more relevant)."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither score(query, texts) nor "
+                                  "score_passages(query, passages)")
+
+    def score_passages(self, query: str, passages: Sequence[RerankPassage]) -> RerankScores:
+        """One score per passage for `query`, in their order (higher = more relevant): what the pipeline
+        calls. By default ``score(query, texts)`` of their texts."""
+        return self.score(query, [passage.text for passage in passages])
 
     def unavailable(self) -> ModelLoadError | None:
         """None when it can run; else the error saying why not (it is then not used)."""
