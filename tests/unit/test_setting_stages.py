@@ -305,6 +305,16 @@ def test_a_common_setting_the_chunker_does_not_read_moves_no_key(common, isolate
             assert (old[key] != new[key]) == moved, (chunker, key)
 
 
+@pytest.mark.parametrize("chunker", CHUNKERS.names())
+@pytest.mark.parametrize("common", list(COMMON_CHANGES))
+def test_each_built_in_chunkers_keys_move_for_the_common_settings_it_reads_only(chunker, common, tmp_path):
+    before = RagConfig(chunker=chunker, embed_model="packaged:minilm")
+    old, new = keys(before, tmp_path), keys(before.replace(**{common: COMMON_CHANGES[common]}), tmp_path)
+    moved = common in CHUNKERS.reads(chunker)
+    assert (old["chunking"] != new["chunking"]) == moved == (old["chunks folder"] != new["chunks folder"])
+    assert (old["evaluation"] != new["evaluation"]) == moved and (old["store"] != new["store"]) == moved
+
+
 def test_a_chunker_that_does_not_say_reads_every_common_setting(isolated_components):
     CHUNKERS.register("plain", RecursiveChunker)
     assert CHUNKERS.reads("plain") == CHUNKERS.reads("recursive") == ("chunk_size", "overlap", "chunk_unit", "per_page")
