@@ -188,7 +188,7 @@ def ranking_metrics(config: RagConfig, queries: Sequence[GoldenQuery], judged: S
     metrics = dict(result.averages)
     evidence, evidence_per_query = evidence_metrics(
         judged, corpus.by_id, {qid: [hit.chunk for hit in retrieval.ranking] for qid, retrieval in retrievals.items()},
-        config.context_budgets)
+        config.context_budgets, config.metrics_k)
     metrics.update(evidence)
     for qid, values in evidence_per_query.items():
         result.per_query[qid].update(values)

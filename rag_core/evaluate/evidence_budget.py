@@ -18,6 +18,13 @@ for Retrieval" (2024), which scores chunkers at the token level:
 Because every chunking gets the same budget, a large chunk is not rewarded for holding more text per
 rank, and a small one is not rewarded for precision it only has because less is shown.
 
+**The top K passages** (``evidence_top/*@K``, K of ``metrics_k``): the same three over the first K passages
+whole, with no word budget, as Chroma's evaluation scores its retrieved chunks, so that a figure can be set
+beside theirs. As in their code, precision and IoU divide by the passages' summed lengths, so text that
+overlapping passages repeat counts again there (and a chunking with more or longer text per passage is
+charged for it); recall counts the evidence found once. Chroma counts every character; here, as above,
+characters other than whitespace.
+
 A query whose evidence has no text (page-only lines, BEIR qrels) or cannot be located has no value
 (left out of the averages, never 0); with no such query at all the metrics are not reported, and
 ``evidence/queries`` says how many queries were scored.
@@ -33,7 +40,7 @@ from typing import Iterable, Mapping, Sequence
 import numpy as np
 
 from rag_core.evaluate.golden import GoldenQuery
-from rag_core.evaluate.metric_registry import BUDGET, METRICS
+from rag_core.evaluate.metric_registry import BUDGET, CUTOFF, METRICS
 from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
 from rag_core.records import Chunk, Document
 
@@ -42,12 +49,18 @@ for _name, _help in (("recall", "share of the evidence text among the ranking's 
                      ("iou", "the first B words and the evidence text: intersection over union")):
     METRICS.declare(_name, ("evidence",), _help, parameter=BUDGET, best=1.0)
 EVIDENCE_METRICS = tuple(metric.name for metric in METRICS.at("evidence"))  # recall, precision, iou
+for _name, _help in (("recall", "share of the evidence text in the top K passages (no word budget: Chroma's protocol)"),
+                     ("precision", "share of the top K passages' text that is evidence (their summed lengths, "
+                                   "overlaps counted again, as Chroma does)"),
+                     ("iou", "the top K passages and the evidence text: intersection over union (Chroma's protocol)")):
+    METRICS.declare(_name, ("evidence_top",), _help, parameter=CUTOFF, best=1.0)
 
 Spans = dict[str, list[tuple[int, int]]]  # doc_id -> disjoint, sorted [start, end) character spans
 
 
-def evidence_metric_names(budgets: Iterable[int]) -> list[str]:
-    return [f"evidence/{metric}@{budget}" for budget in budgets for metric in EVIDENCE_METRICS]
+def evidence_metric_names(budgets: Iterable[int], ks: Iterable[int] = ()) -> list[str]:
+    return ([f"evidence/{metric}@{budget}" for budget in budgets for metric in EVIDENCE_METRICS]
+            + [f"evidence_top/{metric}@{k}" for k in ks for metric in EVIDENCE_METRICS])
 
 
 def merged(spans: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -161,11 +174,27 @@ def budget_scores(kept: Spans, evidence: Spans, counts: TextCounts) -> dict[str,
             "iou": both / union if union else 0.0}
 
 
+def top_scores(ranking: Sequence[Chunk], k: int, evidence: Spans, counts: TextCounts) -> dict[str, float]:
+    """Recall, precision and IoU of the first `k` passages whole (Chroma's protocol): the evidence they hold,
+    against the evidence and against their summed lengths (text two passages share counts twice)."""
+    top = ranking[:k]
+    kept = {doc_id: merged((chunk.char_start, chunk.char_end) for chunk in top if chunk.doc_id == doc_id)
+            for doc_id in {chunk.doc_id for chunk in top}}
+    both = covered(intersection(kept, evidence), counts)
+    shown = sum(covered({chunk.doc_id: [(chunk.char_start, chunk.char_end)]}, counts) for chunk in top)
+    evidence_chars = covered(evidence, counts)
+    union = shown + evidence_chars - both
+    return {"recall": both / evidence_chars if evidence_chars else 0.0,
+            "precision": both / shown if shown else 0.0,
+            "iou": both / union if union else 0.0}
+
+
 def evidence_metrics(queries: Sequence[GoldenQuery], documents: Mapping[str, Document],
-                     rankings: Mapping[str, Sequence[Chunk]], budgets: Sequence[int],
+                     rankings: Mapping[str, Sequence[Chunk]], budgets: Sequence[int], ks: Sequence[int] = (),
                      ) -> tuple[dict[str, float], dict[str, dict[str, float]]]:
-    """(averages, query id -> values) of every evidence metric at every budget; queries without
-    located evidence text have no values, and with none at all both are empty but for the count."""
+    """(averages, query id -> values) of every evidence metric at every budget, and over the top K passages
+    for each of `ks`; queries without located evidence text have no values, and with none at all both are
+    empty but for the count."""
     per_query: dict[str, dict[str, float]] = {}
     counts = TextCounts(documents)
     for query in queries:
@@ -176,8 +205,11 @@ def evidence_metrics(queries: Sequence[GoldenQuery], documents: Mapping[str, Doc
         for budget in budgets:
             scores = budget_scores(kept_spans(rankings.get(query.id, ()), budget, counts), evidence, counts)
             values.update({f"evidence/{metric}@{budget}": scores[metric] for metric in EVIDENCE_METRICS})
+        for k in ks:
+            scores = top_scores(rankings.get(query.id, ()), k, evidence, counts)
+            values.update({f"evidence_top/{metric}@{k}": scores[metric] for metric in EVIDENCE_METRICS})
     averages = {"evidence/queries": float(len(per_query))}
     if per_query:
         averages.update({name: float(np.mean([values[name] for values in per_query.values()]))
-                         for name in evidence_metric_names(budgets)})
+                         for name in evidence_metric_names(budgets, ks)})
     return averages, per_query

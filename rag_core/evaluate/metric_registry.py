@@ -35,8 +35,8 @@ RANKING_LEVELS = ("chunk", "page", "doc", "child")  # levels of the ranking metr
 CUTOFF, BUDGET = "cutoff", "budget"  # what a metric's "@" holds: K of metrics_k, B (words) of context_budgets
 LOSS_PART = "loss"  # a prefix part that turns a metric into a loss (lower is better)
 # the order reports list levels in (a level not listed, a plugin's, comes last)
-LEVEL_ORDER = ("chunk", "page", "doc", "child", "evidence", "context", "answer", "citation", "judge", "latency",
-               "expansion")
+LEVEL_ORDER = ("chunk", "page", "doc", "child", "evidence", "evidence_top", "context", "answer", "citation", "judge",
+               "latency", "expansion")
 _STAGE = "{stage}"
 
 

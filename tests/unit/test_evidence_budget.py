@@ -83,3 +83,27 @@ def test_words_are_counted_as_split_counts_them():
     assert kept_spans([inside], 6, COUNTS) == {"d.pdf": [(1, 23)]}
     assert kept_spans([inside], 2, COUNTS) == {"d.pdf": [(1, 7)]}  # "00 w01"
     assert kept_spans([words(0, 3), inside], 5, COUNTS) == {"d.pdf": [(0, 15)]}  # "00" is inside words 0-3
+
+
+def top(ranking, k, queries=(QUERY,)):
+    averages, _ = evidence_metrics(list(queries), DOCUMENTS, {"q": ranking}, (), (k,))
+    return {name.split("/")[1].split("@")[0]: value for name, value in averages.items() if name.startswith("evidence_top/")}
+
+
+def test_the_top_k_passages_whole_are_scored_as_chromas_protocol_does():
+    # top 2 of [words 5-14, words 12-21, words 30-39]: the evidence (words 10-19, 30 characters) holds
+    # words 10-19 = 30 characters; the passages' summed lengths: 10 + 10 words = 60 characters (words 12-14
+    # counted twice, as Chroma's precision denominator sums the chunks); union = 60 + 30 - 30 = 60
+    ranking = [words(5, 14), words(12, 21), words(30, 39)]
+    assert top(ranking, 2) == pytest.approx({"recall": 1.0, "precision": 30 / 60, "iou": 30 / 60})
+    # top 1: words 10-14 of the evidence = 15 characters of 30 shown; union 30 + 30 - 15 = 45
+    assert top(ranking, 1) == pytest.approx({"recall": 0.5, "precision": 0.5, "iou": 15 / 45})
+    # top 3: the third passage adds 30 characters and no evidence: 30 / 90, union 90
+    assert top(ranking, 3) == pytest.approx({"recall": 1.0, "precision": 30 / 90, "iou": 30 / 90})
+
+
+def test_the_top_k_has_no_budget_a_long_passage_is_shown_whole():
+    # one passage of all 40 words (120 characters) holds the evidence whole, whatever its length
+    assert top([words(0, 39)], 5) == pytest.approx({"recall": 1.0, "precision": 30 / 120, "iou": 30 / 120})
+    # an empty ranking scores 0, never an error
+    assert top([], 5) == {"recall": 0.0, "precision": 0.0, "iou": 0.0}
