@@ -141,3 +141,4 @@ def test_the_table_holds_the_files_table_metrics_then_every_metric_logged():
         "answer/token_f1", "page/recall@5", "latency/total_p50_ms",  # the file's first, the primary left out
         "bm25/page/recall@5", "dense/page/recall@5", "dense/page/ndcg@10", "dense/doc/mrr", "mine/page/recall@5"]
     assert table_columns(["page/recall@5", "run_id"], "page/recall@5") == []
+    assert table_columns(["tune/page/recall@5", "holdout/page/recall@5", "page/mrr"], "page/recall@5") == ["page/mrr"]

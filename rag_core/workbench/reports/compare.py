@@ -95,7 +95,7 @@ def comparison_table(runs: "pd.DataFrame", primary_metric: str, settings: Sequen
     import pandas as pd
 
     settings = list(settings) if settings is not None else swept_settings(runs)
-    columns = [*settings, primary_metric, *[m for m in metrics if m != primary_metric]]
+    columns = list(dict.fromkeys([*settings, primary_metric, *metrics]))  # a column once, whoever names it twice
     if runs.empty:
         return pd.DataFrame(columns=["rank", *columns, "status", "run_id"])
     table = runs.reindex(columns=[*columns, "status", "run_id", "error"])

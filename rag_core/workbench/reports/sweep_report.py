@@ -37,7 +37,7 @@ from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC
 from rag_core.workbench.plans.holdout_plan import SplitWithDefaultConfig
 from rag_core.workbench.plans.sweep_file import SweepSpec
 from rag_core.workbench.reports.compare import baseline_run, comparison_table, latest_sweep, load_runs
-from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics
+from rag_core.workbench.statistics.holdout import QuerySplit, part_metrics, split_of
 from rag_core.workbench.statistics.honest import WinnerReport, choose, holdout_report
 from rag_core.workbench.statistics.intervals import load_per_query
 from rag_core.workbench.statistics.selection import BEST, SAME, WITHIN_ONE_SE, Selection
@@ -149,8 +149,10 @@ def table_columns(columns: Sequence[str], primary_metric: str, first: Sequence[s
     """The comparison table's metrics after the primary one: `first` (the sweep file's ``table_metrics``), then
     every other registered metric some run logged (``reported_metrics``: registry order, a fused retriever's own
     lists after the final ranking's), so that ``comparison.csv`` and ``sweep --wide`` hold every metric with its
-    interval."""
-    return list(dict.fromkeys(name for name in [*first, *reported_metrics(columns)] if name != primary_metric))
+    interval. A part's means (``tune/...``, ``holdout/...``, logged for every metric with a holdout) are left to
+    the holdout report, which adds the primary metric's."""
+    logged = [name for name in reported_metrics(columns) if split_of(name)[0] is None]  # tune/, holdout/: the report's
+    return list(dict.fromkeys(name for name in [*first, *logged] if name != primary_metric))
 
 
 def log_split(tracker: Tracker, run_id: str, split: QuerySplit) -> None:
