@@ -52,18 +52,18 @@ def run(args: argparse.Namespace) -> int:
     flags = setting_flags(args)
     baseline, candidate = load_config(args.baseline, flags), load_config(args.candidate, flags)
     with contextlib.redirect_stdout(sys.stderr):  # progress never mixes with the table or the JSON
-        result = run_gate(baseline, candidate, golden=args.golden, store_dir=store_from_args(args),
-                          input_dir=args.input, metrics=args.metric or DEFAULT_METRICS, margin=args.margin,
-                          alpha=args.alpha, progress=True)
-    if args.json:
-        print(json.dumps({**result.as_json(), "baseline": args.baseline, "candidate": args.candidate}, indent=2))
+        gate = run_gate(baseline, candidate, golden=args.golden, store_dir=store_from_args(args),
+                        input_dir=args.input, metrics=args.metric or DEFAULT_METRICS, margin=args.margin,
+                        alpha=args.alpha, progress=True)
+    if args.json:  # "golden": the file or the MLflow dataset version evaluated (mlflow:NAME pinned to its newest)
+        print(json.dumps({**gate.as_json(), "baseline": args.baseline, "candidate": args.candidate}, indent=2))
     else:
-        print(format_gate(result, args.baseline, args.candidate))
-    return EXIT_FAILURE if result.failed else EXIT_OK
+        print(format_gate(gate.result, args.baseline, args.candidate, gate.golden["source"]))
+    return EXIT_FAILURE if gate.result.failed else EXIT_OK
 
 
-def format_gate(result, baseline: str, candidate: str) -> str:
-    """The gate's table: one row per metric, and the verdict."""
+def format_gate(result, baseline: str, candidate: str, golden: str | None = None) -> str:
+    """The gate's table: one row per metric, and the verdict (`golden`: the set both sides read, named above)."""
     from rag_core.workbench.statistics.intervals import number
 
     header = (f"{'metric':<16} {'better':<7} {'baseline':<24} {'candidate':<24} {'difference':<26} {'p':>8} "
@@ -78,6 +78,7 @@ def format_gate(result, baseline: str, candidate: str) -> str:
     verdict = ("FAIL: the candidate is worse than the baseline" if result.failed else
                "PASS: the candidate is not significantly worse than the baseline")
     return "\n".join([
-        f"baseline {baseline} vs candidate {candidate}: {result.queries} queries, margin {number(result.margin)}, "
+        f"baseline {baseline} vs candidate {candidate}" + (f" on {golden}" if golden else "") +
+        f": {result.queries} queries, margin {number(result.margin)}, "
         f"alpha {result.alpha} (one-sided paired t-test, Holm over {len(result.metrics)} metric(s))",
         "", *rows, "", f"{verdict} (exit {1 if result.failed else 0})"])
