@@ -17,7 +17,9 @@ and judge labels, ``--out`` a folder or under a file (feedback export, make-gold
 sweep --output), two exports into one golden set and two traced questions on a new tracking store at
 once, a label holding a lone surrogate, a trace into a deleted experiment, a question that is not
 UTF-8, a SQLite tracking URI naming a folder, and gate metrics that are not metrics or where lower is
-better.
+better; and those of issue 53: three ``golden import --append`` at once, an import killed (SIGKILL) once
+its dataset exists, dataset names no reader could read back, golden lines holding a lone surrogate,
+``feedback queue`` on a deleted experiment, and ``gate --json`` naming the golden version it read.
 
 Prints one line per probe (PASS/FAIL/SKIP, with the reason) and a summary: how many passed and how
 many printed a traceback; writes benchmarks/results/probes.json. Exit code 1 when any probe failed.
@@ -35,7 +37,9 @@ import json
 import os
 import resource
 import shutil
+import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -751,6 +755,149 @@ def round4_probes() -> list[Probe]:
     ]
 
 
+# --- issue 53: golden sets in MLflow under concurrency and kill -9, names, untrusted text ---------------
+def golden_lines_file(path: Path, prefix: str, count: int) -> Path:
+    path.write_text("".join(json.dumps({"id": f"{prefix}-{number}", "query": f"{prefix} question {number}?",
+                                        "evidence": [{"source": "alpha.txt"}]}) + "\n" for number in range(count)))
+    return path
+
+
+def exported_ids(root: Path, ref: str) -> list[str]:
+    out = root / f"export-{len(list(root.glob('export-*')))}.jsonl"
+    done = cli_in(root, "golden", "export", ref, "--out", str(out))
+    return [json.loads(line)["id"] for line in out.read_text().splitlines()] if done.code == 0 else []
+
+
+def appends_at_once(root: Path) -> Outcome:
+    first = cli_in(root, "golden", "import", str(golden_lines_file(root / "v1.jsonl", "v1", 1000)), "--name", "N")
+    assert first.code == 0, first.stderr[-400:]
+    return together(*(["golden", "import", str(golden_lines_file(root / f"{part}.jsonl", part, 20)), "--name", "N",
+                       "--append", "--json"] for part in "ABC"), env={"MLFLOW_TRACKING_URI": tracking_uri_of(root)})
+
+
+def every_line_kept(outcome: Outcome, root: Path) -> str | None:
+    problem = succeeds()(outcome, root)
+    if problem:
+        return problem
+    decoder, text, reports = json.JSONDecoder(), outcome.stdout.strip(), []
+    while text:  # the three --json reports, one after the other
+        report, end = decoder.raw_decode(text)
+        reports.append(report)
+        text = text[end:].strip()
+    versions = sorted((report["version"], report["lines"]) for report in reports)
+    ids = exported_ids(root, "mlflow:N")
+    if versions != [(2, 1020), (3, 1040), (4, 1060)] or len(set(ids)) != 1060:
+        return f"versions {versions}, newest holds {len(set(ids))} distinct lines of 1060"
+    return None
+
+
+def killed_import(root: Path) -> Outcome:
+    """Version 1 (1,000 lines), a 3,000-line import killed once its dataset row exists, then an append of 2."""
+    first = cli_in(root, "golden", "import", str(golden_lines_file(root / "v1.jsonl", "v1", 1000)), "--name", "N")
+    assert first.code == 0, first.stderr[-400:]
+    database = root / "mlruns" / "mlflow.db"
+    process = subprocess.Popen([sys.executable, "-m", "rag_core.cli", "golden", "import",
+                                str(golden_lines_file(root / "big.jsonl", "big", 3000)), "--name", "N"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "MLFLOW_TRACKING_URI": tracking_uri_of(root)})
+    deadline = time.monotonic() + 120
+    while process.poll() is None and time.monotonic() < deadline:
+        db = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=0.05)
+        try:
+            rows = db.execute("SELECT count(*) FROM evaluation_datasets WHERE name = 'N'").fetchone()[0]
+        except sqlite3.OperationalError:
+            rows = 0
+        finally:
+            db.close()
+        if rows > 1:
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.01)
+    if process.wait(timeout=60) != -signal.SIGKILL:
+        return "the import ended before its dataset row was seen"
+    return cli_in(root, "golden", "import", str(golden_lines_file(root / "two.jsonl", "late", 2)), "--name", "N",
+                  "--append", "--json")
+
+
+def built_on_the_last_complete(outcome: Outcome, root: Path) -> str | None:
+    problem = succeeds()(outcome, root)
+    if problem:
+        return problem
+    report = json.loads(outcome.stdout)
+    listed = json.loads(cli_in(root, "golden", "versions", "N", "--json").stdout or "{}")
+    versions = [(item["version"], item["lines"]) for item in listed.get("versions", [])]
+    if versions != [(1, 1000), (2, 1002)] or (report["version"], report["lines"]) != (2, 1002):
+        return f"versions {versions} after the kill and an append of 2 (expected 1: 1000, 2: 1002)"
+    if [item["lines"] for item in listed.get("unfinished", [])] != [3000]:
+        return f"the killed import is not listed as unfinished: {listed.get('unfinished')}"
+    ids = exported_ids(root, "mlflow:N@2")
+    return None if ids[:1000] == [f"v1-{n}" for n in range(1000)] and len(ids) == 1002 else f"@2 holds {len(ids)} lines"
+
+
+def surrogate_golden(root: Path) -> Path:
+    path = root / "g.jsonl"
+    path.write_text(golden(root).read_text() + json.dumps({"id": "bad", "query": "lone \ud800 zorblat?",
+                                                           "evidence": [{"source": "alpha.txt"}]}) + "\n")
+    return path
+
+
+def queue_on_deleted(root: Path) -> Outcome:
+    folder = store(root)
+    traced = cli_in(root, "query", "zorblat", "--trace", "--experiment", "binned", "--no-llm", "--store", str(folder),
+                    *BASE)
+    assert traced.code == 0, traced.stderr[-400:]
+    python(f"from mlflow.tracking import MlflowClient; c = MlflowClient({tracking_uri_of(root)!r}); "
+           "c.delete_experiment(c.get_experiment_by_name('binned').experiment_id)")
+    return cli_in(root, "feedback", "queue", "--experiment", "binned", "--store", str(folder))
+
+
+def gate_on_a_version(root: Path) -> Outcome:
+    path = root / "two.jsonl"
+    path.write_text(golden(root).read_text() + json.dumps({"query": "What does the gravitron lens bend?",
+                                                           "evidence": [{"source": "charlie.txt"}]}) + "\n")
+    for _ in range(2):
+        assert cli_in(root, "golden", "import", str(path), "--name", "N").code == 0
+    config = root / "bm25.yaml"
+    config.write_text("mode: bm25\nrerank_depth: 0\n")
+    return cli_in(root, "gate", "--golden", "mlflow:N", "--baseline", str(config), "--candidate", str(config),
+                  "--store", str(store(root)), "--json")
+
+
+def names_version_2(outcome: Outcome, root: Path) -> str | None:
+    problem = succeeds()(outcome, root)
+    used = {} if problem else json.loads(outcome.stdout).get("golden", {})
+    return problem or (None if (used.get("source"), used.get("version")) == ("mlflow:N@2", 2) else f"golden: {used}")
+
+
+def round5_probes() -> list[Probe]:
+    rule = "golden dataset name is"
+
+    def import_as(name: str) -> Callable[[Path], Outcome]:
+        return lambda root: cli_in(root, "golden", "import", str(golden(root)), "--name", name)
+
+    return [
+        Probe("three golden import --append at once keep every line", appends_at_once, every_line_kept,
+              ["golden datasets", "race"]),
+        Probe("golden import killed (SIGKILL) once its dataset exists: no version, appends build on the last complete",
+              killed_import, built_on_the_last_complete, ["golden datasets", "kill"]),
+        Probe("golden import --name o'brien", import_as("o'brien"), one_error(2, rule), ["golden datasets", "names"]),
+        Probe("golden import --name a@b", import_as("a@b"), one_error(2, rule), ["golden datasets", "names"]),
+        Probe("golden import --name ' pad '", import_as(" pad "), one_error(2, rule), ["golden datasets", "names"]),
+        Probe("golden export mlflow:a@b@1", lambda root: cli_in(root, "golden", "export", "mlflow:a@b@1", "--out",
+                                                                str(root / "x.jsonl")),
+              one_error(2, rule), ["golden datasets", "names"]),
+        Probe("golden import of a line holding a lone surrogate",
+              lambda root: cli_in(root, "golden", "import", str(surrogate_golden(root)), "--name", "N"),
+              one_error(2, "g.jsonl:2 (query bad)", "not valid Unicode"), ["golden datasets", "encoding"]),
+        Probe("eval --golden with a lone surrogate, MLflow logging on", lambda root: cli_in(
+            root, "eval", "--golden", str(surrogate_golden(root)), "--store", str(store(root)), *BASE),
+            one_error(2, "g.jsonl:2 (query bad)", "not valid Unicode"), ["golden datasets", "encoding"]),
+        Probe("feedback queue on a deleted experiment", queue_on_deleted,
+              one_error(2, "'binned' was deleted", "mlflow experiments restore"), ["feedback"]),
+        Probe("gate --json names the golden version it read", gate_on_a_version, names_version_2, ["gate"]),
+    ]
+
+
 def probes() -> list[Probe]:
     def bad_uri(text: str) -> Callable[[Path], str]:
         return lambda root: text
@@ -873,7 +1020,7 @@ def probes() -> list[Probe]:
             "finetune", "reranker", "--self-supervised", "--input", str(documents(root)), "--out", str(root / "m")),
             one_error(2, "pseudo-queries"), ["self-supervised"]),
     ]
-    return found + round4_probes()
+    return found + round4_probes() + round5_probes()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -16,6 +16,8 @@ Every command that writes a file the user gave (``feedback export --out``, ``--j
   and replace one file (two ``feedback export`` into one golden set) run one after the other;
 - ``valid_text(text)``: lone surrogates (what Python makes of bytes that are not UTF-8 in argv, or a
   JSON ``"\\ud800"``) replaced by U+FFFD, for text that must be stored (a traced question).
+- ``not_unicode(value)``: which field of a record (nested mappings and lists, keys too) holds a lone
+  surrogate, for records that must be refused or skipped instead (a golden line, a label).
 Left out: locks on file systems without ``flock`` (some network mounts); Windows.
 """
 
@@ -29,7 +31,7 @@ import re
 import tempfile
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from rag_core.errors import BadInput
 
@@ -78,6 +80,22 @@ def same_file(first: Path, second: Path) -> bool:
 def valid_text(text: str) -> str:
     """`text` with every lone surrogate (not encodable as UTF-8) replaced by U+FFFD."""
     return LONE_SURROGATE.sub("\ufffd", text)
+
+
+def not_unicode(value: Any, key: str = "") -> str | None:
+    """Which field of `value` (a record: mappings and lists, nested; keys too) is not valid Unicode text (a
+    lone surrogate: no UTF-8 file can hold it), as ``'query' is not valid Unicode text (...)``; None when none."""
+    if isinstance(value, str):
+        found = LONE_SURROGATE.search(value)
+        return f"{key!r} is not valid Unicode text (a lone surrogate at character {found.start()})" if found else None
+    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
+    for inner_key, inner in items:
+        if isinstance(inner_key, str) and LONE_SURROGATE.search(inner_key):
+            return f"the key {inner_key!r} is not valid Unicode text (a lone surrogate)"  # repr escapes it
+        problem = not_unicode(inner, inner_key if isinstance(inner_key, str) else key)
+        if problem:
+            return problem
+    return None
 
 
 def umask_mode(requested: int = 0o666) -> int:

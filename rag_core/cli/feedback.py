@@ -23,6 +23,7 @@ from typing import Any
 
 from rag_core.cli.common import EXIT_OK, emit, store_from_args
 from rag_core.errors import BadInput
+from rag_core.evaluate.golden_records import check_dataset_name
 from rag_core.writes import check_output_file, jsonl_text, lock_beside, write_atomic
 
 NAME = "feedback"
@@ -63,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         return _queue(args)
     if not args.out:
         raise BadInput("feedback export needs --out FILE (the golden set to append to)")
+    if args.to_dataset:
+        check_dataset_name(args.to_dataset)  # before any work: a name no reader could read back is refused
     out = check_output_file(args.out, "--out")  # a folder, a path under a file, one file twice: before any work
     judge_file = check_output_file(args.judge_labels, "--judge-labels", ("--out", out)) if args.judge_labels else None
     corpus = store_corpus(store_from_args(args))
@@ -79,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
         for path, content in contents:  # each whole (encoded first), then renamed over the file
             if content is not None:
                 write_atomic(path, content)
-    dataset = _write_dataset(args, earlier, export.golden) if args.to_dataset else None
+    dataset = _write_dataset(args, export.golden) if args.to_dataset else None
     payload = {"traces": len(traces), "unlabelled": export.unlabelled, "added": len(export.golden), "dataset": dataset,
                "added_ids": [line["id"] for line in export.golden], "out": str(out),
                "skipped": [item.as_json() for item in export.skipped],
@@ -131,18 +134,18 @@ def _dataset_lines(name: str) -> list[dict[str, Any]]:
     return read_lines(resolve(DatasetRef(name, None))) if versions(name) else []
 
 
-def _write_dataset(args: argparse.Namespace, earlier: list[dict[str, Any]],
-                   added: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """A new version of ``--to-dataset``: the newest version's lines, then the new ones (None: nothing new)."""
+def _write_dataset(args: argparse.Namespace, added: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """A new version of ``--to-dataset``: the newest version's lines as the write finds them, then the new ones
+    (None: nothing new)."""
     from rag_core.workbench.tracking.golden_datasets import write_version
     from rag_core.workbench.tracking.tracker import Tracker
 
     if not added:
         return None
     experiment = Tracker.at().experiment_id(args.experiment)
-    version = write_version(args.to_dataset, earlier + added, experiment_ids=[experiment],
+    written = write_version(args.to_dataset, added, append=True, experiment_ids=[experiment],
                             origin=f"feedback export of experiment {args.experiment!r}")
-    return version.as_json()
+    return written.version.as_json()
 
 
 def _queue(args: argparse.Namespace) -> int:

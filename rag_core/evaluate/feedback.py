@@ -44,7 +44,7 @@ from typing import Any, Iterable, Mapping
 
 from rag_core.evaluate.relevance import EvidenceNotFound, locate_evidence
 from rag_core.records import Document
-from rag_core.writes import LONE_SURROGATE
+from rag_core.writes import not_unicode
 
 EXPECTED_RESPONSE, ANSWER_ACCEPTED, PASSAGE_RELEVANT = "expected_response", "answer_accepted", "passage_relevant"
 LABEL_NAMES = (EXPECTED_RESPONSE, ANSWER_ACCEPTED, PASSAGE_RELEVANT)
@@ -137,7 +137,7 @@ def export_feedback(traces: Iterable[LabelledTrace], documents: Mapping[str, Doc
         line_id = ID_PREFIX + trace.trace_id.removeprefix("tr-")[:16]
         provenance = _provenance(trace, experiment)
         judge_line = _judge_line(trace, line_id, accepted, expected, provenance, judge_skipped)
-        if judge_line is not None and (problem := _not_unicode(judge_line)):
+        if judge_line is not None and (problem := not_unicode(judge_line)):
             judge_skipped.append(Skipped(trace.trace_id, trace.query, f"{BAD_LABEL}: {problem}"))
             judge_line = None
         if judge_line is not None and judge_line["id"] not in judge_ids:
@@ -153,7 +153,7 @@ def export_feedback(traces: Iterable[LabelledTrace], documents: Mapping[str, Doc
             answer = expected if expected is not None else trace.answer if accepted else None
             line = {"id": line_id, "query": trace.query, **({"answer": answer} if answer else {}),
                     "evidence": evidence, "provenance": provenance}
-            if problem := _not_unicode(line):
+            if problem := not_unicode(line):
                 raise _Skip(f"{BAD_LABEL}: {problem}")
         except _Skip as skip:
             skipped.append(Skipped(trace.trace_id, trace.query, str(skip)))
@@ -161,20 +161,6 @@ def export_feedback(traces: Iterable[LabelledTrace], documents: Mapping[str, Doc
         seen[key] = f"trace {trace.trace_id}, exported above"
         golden.append(line)
     return FeedbackExport(golden, judge, skipped, unlabelled, judge_skipped)
-
-
-def _not_unicode(value: Any, key: str = "") -> str | None:
-    """Which field of `value` (a line, nested) is not valid Unicode text (a lone surrogate: no UTF-8 file can
-    hold it), or None."""
-    if isinstance(value, str):
-        found = LONE_SURROGATE.search(value)
-        return f"{key!r} is not valid Unicode text (a lone surrogate at character {found.start()})" if found else None
-    items = value.items() if isinstance(value, Mapping) else enumerate(value) if isinstance(value, list) else ()
-    for inner_key, inner in items:
-        problem = _not_unicode(inner, inner_key if isinstance(inner_key, str) else key)
-        if problem:
-            return problem
-    return None
 
 
 def _read_labels(trace: LabelledTrace) -> tuple[bool | None, str | None, list[TracePassage]]:

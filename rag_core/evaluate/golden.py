@@ -13,7 +13,9 @@ to one chunking, so its metrics cannot be compared across chunk sizes.
 
 Every error is a ``GoldenSetError`` that names the file, the line and the query id; each query
 keeps its ``file:line`` (``GoldenQuery.label``) for the errors found later, against the documents.
-A UTF-8 byte order mark at the start of the file is ignored (``rag_core.jsonl``). This file only reads and checks the
+A UTF-8 byte order mark at the start of the file is ignored (``rag_core.jsonl``); a line holding text that
+is not valid Unicode (a lone surrogate: the JSON escape ``"\\ud800"`` alone) is an error naming its line, as
+no UTF-8 file (nor an MLflow dataset's export) can hold it. This file only reads and checks the
 set; turning evidence into relevant chunks, pages and documents is ``rag_core.evaluate.relevance``, and BEIR
 qrels are read by ``rag_core.evaluate.beir``.
 Left out: other encodings than UTF-8, JSON arrays (one object per line only).
@@ -30,6 +32,7 @@ from typing import Any, Collection, Iterable
 from rag_core.errors import BadInput
 from rag_core.ingest.metadata import normalise
 from rag_core.jsonl import read_jsonl
+from rag_core.writes import not_unicode
 
 EVIDENCE_KEYS = ("source", "page", "text")
 
@@ -112,6 +115,9 @@ def _parse_record(record: dict, line: str, line_number: int, known_docs: set[str
     query_id = str(record["id"]) if record.get("id") not in (None, "") else f"q{line_number}"
     where = f"{line} (query {query_id})"
 
+    problem = not_unicode(record)  # "\ud800" in JSON: no UTF-8 file, MLflow export or logged table can hold it
+    if problem:
+        raise GoldenSetError(f"{where}: {problem}; write the character itself (or its \\uXXXX surrogate pair)")
     query = record.get("query")
     if not isinstance(query, str) or not query.strip():
         raise GoldenSetError(f"{where}: missing 'query' (a non-empty string)")

@@ -15,7 +15,11 @@ bytes (``json.dumps(line, ensure_ascii=False)``, as ``feedback export`` writes l
 by hand in the UI has no position (it goes last) and no key order (id, query, answer, evidence, then
 the rest by name).
 A dataset is named on the command line as ``mlflow:NAME`` (its newest version) or ``mlflow:NAME@3``
-(``parse_dataset_ref``). Left out: session records (conversations), outputs (a golden set has none).
+(``parse_dataset_ref``). One rule for NAME (``NAME_RULE``, ``check_dataset_name``) holds where a name is
+written (``golden import``, ``feedback export --to-dataset``) and where it is read (``mlflow:NAME@V``,
+``golden versions NAME``), so every printed ``mlflow:NAME@V`` reads back: no ``@`` (it starts the
+version), no quotes (MLflow's dataset search cannot match a name holding both kinds), no space at either
+end (a spec is stripped). Left out: session records (conversations), outputs (a golden set has none).
 """
 
 from __future__ import annotations
@@ -28,7 +32,10 @@ from typing import Any, Iterable, Mapping
 from rag_core.errors import BadInput
 
 SCHEME = "mlflow:"
-REF = re.compile(r"^mlflow:(?P<name>[^@]+?)(?:@v?(?P<version>\d+))?$")
+REF = re.compile(r"mlflow:(?P<name>.+?)(?:@v?(?P<version>\d+))?", re.DOTALL)
+NAME_PATTERN = re.compile(r"\w(?:[\w .-]{0,98}\w)?")  # \w: letters and digits of any script, and _
+NAME_RULE = ("a golden dataset name is 1 to 100 letters, digits and '_', with spaces, '.' and '-' allowed between "
+             "them (no '@', quotes, ':' or '/', nor a space at either end)")
 POSITION_TAG, KEYS_TAG, PROVENANCE_TAG = "rag.golden.position", "rag.golden.keys", "rag.golden.provenance"
 DEFAULT_ORDER = ("id", "query", "answer", "evidence")
 RENAMED = {"answer": "expected_response"}  # golden key -> expectation name
@@ -47,13 +54,22 @@ def is_dataset_ref(value: object) -> bool:
     return isinstance(value, str) and value.startswith(SCHEME)
 
 
+def check_dataset_name(name: str) -> str:
+    """`name` when it follows ``NAME_RULE``; else ``BadInput`` naming the rule."""
+    if not NAME_PATTERN.fullmatch(name):
+        raise BadInput(f"{name!r}: {NAME_RULE}")
+    return name
+
+
 def parse_dataset_ref(text: str) -> DatasetRef:
-    """``mlflow:NAME`` or ``mlflow:NAME@VERSION`` (a version number >= 1, ``@v3`` too)."""
-    match = REF.match(text.strip())
-    if not match or not match["name"].strip() or (match["version"] is not None and int(match["version"]) < 1):
+    """``mlflow:NAME`` or ``mlflow:NAME@VERSION`` (a version number >= 1, ``@v3`` too); NAME follows ``NAME_RULE``."""
+    match = REF.fullmatch(text.strip())
+    if not match or (match["version"] is not None and int(match["version"]) < 1):
         raise BadInput(f"{text!r} is not an MLflow golden dataset: write mlflow:NAME or mlflow:NAME@VERSION "
                        "(a version number from `rag-pipeline golden versions NAME`)")
-    return DatasetRef(match["name"].strip(), int(match["version"]) if match["version"] else None)
+    if not NAME_PATTERN.fullmatch(match["name"]):
+        raise BadInput(f"{text!r} is not an MLflow golden dataset (mlflow:NAME@VERSION): {NAME_RULE}")
+    return DatasetRef(match["name"], int(match["version"]) if match["version"] else None)
 
 
 def dataset_record(line: Mapping[str, Any], position: int) -> dict[str, Any]:

@@ -11,6 +11,8 @@ after its schema on the trace. This module creates, idempotently:
 - a custom queue (default ``rag-review``) asking those three, and attaches the chosen traces (attaching
   a trace twice keeps its status).
 
+A deleted experiment is refused (bad input naming how to restore it), as ``query --trace`` refuses it: its
+traces are hidden and ``mlflow gc`` would remove them with the queue.
 Which traces (``since``, unlabelled only, a sample) is ``queue_labels.select_traces``; reading a queue's
 answers back is ``rag_core.workbench.tracking.labels`` (the same path as every label).
 Left out: assigning reviewers (any user of the UI may answer), deleting queues, Databricks review apps.
@@ -62,6 +64,7 @@ def build_review_queue(experiment: str, *, queue: str = DEFAULT_QUEUE, since_ms:
                        unlabelled_only: bool = False, sample: int | None = None, seed: int = 0,
                        tracking_uri: str | None = None) -> QueueReport:
     """Create (or reuse) the label schemas and queue `queue` of `experiment` and attach its chosen traces."""
+    Tracker.at(tracking_uri, off_switch="").check(experiment)  # a deleted one: BadInput naming how to restore it
     traces = labelled_traces(experiment, tracking_uri)  # BadInput for an unknown experiment
     chosen = select_traces(traces, since_ms=since_ms, unlabelled_only=unlabelled_only, sample=sample, seed=seed)
     tracker = Tracker.at(tracking_uri)

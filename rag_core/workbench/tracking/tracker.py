@@ -173,11 +173,13 @@ class Tracker:
         return Path(path) if path and path != ":memory:" else None
 
     @contextlib.contextmanager
-    def store_lock(self):
+    def store_lock(self, purpose: str = ""):
         """Hold the lock beside a SQLite database for the block (where it can be taken; else none): its
-        creation and migration, and a short write, are one process's at a time. Not re-entrant."""
+        creation and migration, and a short write, are one process's at a time. A `purpose` takes a lock
+        of its own instead (``.mlflow.db.golden.lock``: writes of golden dataset versions). Not re-entrant."""
         database = self.sqlite_database()
-        lock = lock_path_beside(database.resolve()) if database is not None else None
+        lock = (lock_path_beside(database.resolve().with_name(".".join(filter(None, (database.name, purpose)))))
+                if database is not None else None)
         writable = lock is not None and lock.parent.is_dir() and os.access(lock if lock.exists() else lock.parent,
                                                                             os.W_OK)
         if not writable:  # a read-only store: nothing to create, and nothing the lock could guard
