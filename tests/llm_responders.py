@@ -7,6 +7,8 @@
   answer's words (of 4+ letters) found in what the rubric compares it with (passages, question or
   reference answer): deterministic, roughly sensible, never a claim about a real judge's quality.
 - ``table_judge``: scores looked up by (answer text, axis), for hand-computed expectations.
+- ``position_biased_judge`` / ``preferring_judge``: pairwise verdicts (``rag_core.evaluate.pairwise_judge``)
+  that always name one position, or the answer holding a word wherever it is shown.
 - ``dispatcher``: either of the first two, by the system prompt. ``python tests/llm_responders.py``
   serves it on 127.0.0.1 and prints the variables that point ``rag-pipeline`` at it.
 Left out: anything a test does not use.
@@ -85,6 +87,25 @@ def table_judge(table: Mapping[tuple[str, str], int]) -> Callable[[RecordedReque
     def respond(request: RecordedRequest) -> str:
         axis, answer, _ = judged(request)
         return json.dumps({"score": table[(answer, axis)], "reason": "from the test's table"})
+
+    return respond
+
+
+def is_pairwise(request: RecordedRequest) -> bool:
+    return "comparing two answers" in request.system
+
+
+def position_biased_judge(position: str = "first") -> Callable[[RecordedRequest], str]:
+    """A judge that prefers whichever answer is shown in `position`, whatever it says."""
+    return lambda request: json.dumps({"better": position, "reason": "the answer in that place reads better"})
+
+
+def preferring_judge(word: str) -> Callable[[RecordedRequest], str]:
+    """A judge that prefers the answer holding `word`, in either order (a tie when both or neither do)."""
+    def respond(request: RecordedRequest) -> str:
+        first, second = (word in " ".join(element(request.user, name)) for name in ("first", "second"))
+        return json.dumps({"better": "first" if first and not second else "second" if second and not first else "tie",
+                           "reason": f"mentions {word}"})
 
     return respond
 
