@@ -11,7 +11,7 @@ import json
 
 import pytest
 import yaml
-from conftest import run_cli
+from conftest import ROOT, run_cli
 from mlflow.tracking import MlflowClient
 from sweep_fixtures import tiny_corpus, tracking_uri  # noqa: F401
 
@@ -30,6 +30,7 @@ class WindowChunker(Chunker):
         return [span_chunk(document, start, min(start + size, len(text))) for start in range(0, len(text), size)]
 '''
 CHUNKERS = ["recursive", "fixed", "semantic", "window"]
+SHIPPED = ROOT / "experiments"
 
 
 def test_the_dry_run_lists_what_the_run_builds_and_merged_points_run_once(tiny_corpus, tmp_path,  # noqa: F811
@@ -81,3 +82,25 @@ def test_the_dry_run_lists_what_the_run_builds_and_merged_points_run_once(tiny_c
 
     again = json.loads(run_cli("sweep", str(sweep), "--dry-run", "--json", store=store).stdout)
     assert all(chunking["in_store"] for chunking in again["chunking_plan"]) and again["to_embed"] == []
+
+
+def test_the_chunkers_sweep_file_runs_on_a_corpus_given_by_argument(tiny_corpus, tmp_path, tracking_uri):  # noqa: F811
+    """experiments/chunkers.yaml on another corpus (--input, --golden): every built-in chunker at its three sizes,
+    each chunking of that corpus (not the sample's), overlap merged away where the chunker does not read it."""
+    from rag_core.ingest.chunkers import CHUNKERS
+
+    sweep = SHIPPED / "chunkers.yaml"
+    built_in = {name for name in CHUNKERS if CHUNKERS.get(name).origin == "built-in"}
+    assert set(yaml.safe_load(sweep.read_text())["grid"]["chunker"]) == built_in
+    dry = run_cli("sweep", str(sweep), "--input", str(tiny_corpus.documents), "--golden", str(tiny_corpus.golden),
+                  "--dry-run", "--json", store=tmp_path / "store")
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)
+    assert planned["chunkings"] == 18 and planned["dense_indexes"] == 18  # 6 chunkers x 3 sizes, none merged
+    assert planned["queries"] == len(tiny_corpus.golden.read_text().splitlines())
+    own = json.loads(run_cli("sweep", str(sweep), "--dry-run", "--json", store=tmp_path / "store").stdout)
+    assert own["queries"] == 36  # the sample corpus's golden set, and its chunkings: none of them the same
+    assert not {c["key"] for c in planned["chunking_plan"]} & {c["key"] for c in own["chunking_plan"]}
+
+    missing = run_cli("sweep", str(sweep), "--input", str(tmp_path / "nowhere"), "--dry-run", store=tmp_path / "store")
+    assert missing.returncode == 2 and "--input" in missing.stderr and "Traceback" not in missing.stderr

@@ -27,6 +27,9 @@ DESCRIPTION = ("Execute notebooks/02-evaluate.ipynb once per grid point of FILE,
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", metavar="FILE", help="sweep file, e.g. experiments/grid.yaml")
     parser.add_argument("--workers", type=int, default=1, metavar="N", help="grid points run in parallel [1]")
+    parser.add_argument("--input", metavar="DIR",
+                        help="documents folder instead of the file's input (with --golden: one sweep file, such as "
+                             "experiments/chunkers.yaml, run on any corpus)")
     parser.add_argument("--golden", metavar="FILE",
                         help="golden set instead of the file's: a JSONL file or mlflow:NAME[@VERSION] (an MLflow golden "
                              "dataset; its newest version is pinned when the sweep starts)")
@@ -59,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     if args.ray_address and args.executor != "ray":
         raise ConfigError("--ray-address needs --executor ray")
     spec = load_sweep(args.file, config_file=args.config, overrides=setting_flags(args))
+    spec = with_input(spec, args.input)
     spec = with_golden(spec, args.golden)  # mlflow:NAME pinned to its newest version, the file's or the flag's
     if args.output:
         check_output_folder(args.output, "--output")  # a file there: before any point runs
@@ -81,6 +85,20 @@ def run(args: argparse.Namespace) -> int:
     else:
         print("\n" + format_sweep(result, wide=args.wide))
     return EXIT_FAILURE if result.failed else EXIT_OK
+
+
+def with_input(spec, input_dir: str | None):
+    """`spec` on the documents below `input_dir` (None: its own input)."""
+    import dataclasses
+    from pathlib import Path
+
+    if input_dir is None:
+        return spec
+    if spec.beir is not None:
+        raise ConfigError(f"{spec.path}: a BEIR sweep brings its own corpus; --input does not apply")
+    if not Path(input_dir).is_dir():
+        raise ConfigError(f"--input {input_dir}: not a folder")
+    return dataclasses.replace(spec, input_dir=Path(input_dir).resolve())
 
 
 def with_golden(spec, golden: str | None):
