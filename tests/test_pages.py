@@ -150,10 +150,10 @@ def test_the_eval_report_says_how_many_page_units_and_windows():
                "index/page_windows": 9.0, "index/page_embedded": 5.0, "index/page_seconds": 1.25}
     params = {"mode": "dense,page_dense", "rerank_depth": "0", "metrics_k": "5,10", "k": "5",
               "embed_model_used": "m"}
-    shown = format_eval_report(SimpleNamespace(metrics=metrics, params=params))
+    shown = format_eval_report(SimpleNamespace(metrics=metrics, params=params, per_query=[]))
     assert "Page units: 4 pages, 9 dense windows (5 embedded now); built or loaded in 1.2 s" in shown
     del metrics["index/pages"]
-    assert "Page units" not in format_eval_report(SimpleNamespace(metrics=metrics, params=params))
+    assert "Page units" not in format_eval_report(SimpleNamespace(metrics=metrics, params=params, per_query=[]))
 
 
 def test_a_chunk_set_without_its_corpus_is_refused_by_name(tmp_path):
