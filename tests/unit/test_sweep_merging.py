@@ -106,3 +106,24 @@ def test_a_search_tells_a_repeated_identity_the_earlier_value_without_running_it
     assert {trial.value for trial in history.trials} == {0.512}
     assert {trial.config_key for trial in history.trials} == {digest(point_identity(load_config(None, {"chunker": "blind"})))}
 
+
+
+def test_the_comparison_table_leaves_a_setting_the_point_does_not_read_empty(blind, tmp_path):
+    """The run of a merged point logged one value of overlap, which its chunker never read: the table shows none."""
+    import pandas as pd
+
+    from rag_core.workbench.plans.results import PointOutcome
+    from rag_core.workbench.reports.sweep_report import without_unread
+
+    spec = sweep(tmp_path, grid={"chunker": ["recursive", "blind"], "overlap": [0, 64]},
+                 base={"mode": "dense", "bm25_k1": 1.5})
+    points, _ = spec.points()
+    outcomes = [PointOutcome(point, "FINISHED", f"run{point.number}") for point in points]
+    runs = pd.DataFrame({"run_id": [o.run_id for o in outcomes],
+                         "chunker": [o.point.config.chunker for o in outcomes],
+                         "overlap": [str(o.point.config.overlap) for o in outcomes],
+                         "bm25_k1": ["1.5"] * len(outcomes)})
+    table = without_unread(runs, [*spec.axes, "bm25_k1"], outcomes).set_index("chunker", drop=False)
+    assert list(table.loc["blind", ["chunker", "overlap", "bm25_k1"]].isna()) == [False, True, True]
+    recursive = table[table["chunker"] == "recursive"]
+    assert sorted(recursive["overlap"]) == ["0", "64"] and recursive["bm25_k1"].isna().all()  # dense: no BM25

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, Sequence
 
+from rag_core.components.stages import applying
 from rag_core.evaluate.metric_catalog import reported_metrics
 from rag_core.evaluate.metrics import FALLBACK_PRIMARY_METRIC
 from rag_core.workbench.plans.holdout_plan import SplitWithDefaultConfig
@@ -115,7 +116,8 @@ def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSp
     """The sweep's comparison table; with a holdout, log the per-part metrics and the report first."""
     import pandas as pd
 
-    runs = load_runs(experiment, parent_run_id=parent_id, tracking_uri=tracker.uri, statuses=None)
+    runs = without_unread(load_runs(experiment, parent_run_id=parent_id, tracking_uri=tracker.uri, statuses=None),
+                          spec.axes, outcomes)
     finished = runs[runs["status"] == "FINISHED"]["run_id"] if not runs.empty else []
     per_query = load_per_query(finished, tracker.uri)
     holdout = None
@@ -143,6 +145,20 @@ def sweep_table(tracker: Tracker, experiment: str, parent_id: str, spec: SweepSp
         tracker.log(parent_id, tags={**tags, "rag.winner_run_id": winner["run_id"],
                                      "rag.winner": str(name.iloc[0]) if len(name) else winner["run_id"]})
     return table, report
+
+
+def without_unread(runs: "pd.DataFrame", axes: Sequence[str], outcomes: Sequence["PointOutcome"]) -> "pd.DataFrame":
+    """`runs` with each swept setting that its point's components do not read left empty (``overlap`` under
+    ``chunker: semantic``, ``bm25_k1`` with ``mode: dense``): such a run stands for every value of it (the sweep
+    merged those points), and its logged value was never used."""
+    if runs.empty:
+        return runs
+    for outcome in outcomes:
+        read = applying(outcome.point.config)
+        unread = [axis for axis in axes if axis in runs.columns and axis not in read]
+        if outcome.run_id is not None and unread:
+            runs.loc[runs["run_id"] == outcome.run_id, unread] = None
+    return runs
 
 
 def table_columns(columns: Sequence[str], primary_metric: str, first: Sequence[str] = ()) -> list[str]:

@@ -263,7 +263,8 @@ def format_sweep(result: "SweepResult", wide: bool = False) -> str:
         legend = textwrap.wrap(("verdict: the point's role, then its paired t-test over queries against the best "
                                 "(Holm-corrected p): same = indistinguishable (p > 0.05), within 1 SE = what select: "
                                 "one_se chooses from; " if "vs best" in result.table else "")
-                               + "p50 ms = latency/total_p50_ms; the sweep file's table_metrics chooses these "
+                               + "p50 ms = latency/total_p50_ms; an empty setting is one the point's components do "
+                               "not read; the sweep file's table_metrics chooses these "
                                "columns. Every metric with its interval: rag-pipeline sweep FILE --wide (finished "
                                "points are not run again), or comparison.csv on the parent run in MLflow", WIDTH)
     work = result.work
