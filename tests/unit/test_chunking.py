@@ -109,3 +109,13 @@ def test_overlap_applies_when_pieces_are_whole_paragraphs():
     doc = Document.from_pages("s.md", ["x " * 35 + "End here. Tail words follow now" + "\n\n" + "y " * 40], "h")
     second_chunk = chunk_document(doc, chunk_size=50, overlap=10)[1]
     assert second_chunk.text.startswith("Tail words follow now")
+
+
+def test_the_import_path_of_before_still_gives_the_chunker_contract():
+    """Plugins written before chunkers had a package import from rag_core.ingest.chunking."""
+    from rag_core.ingest import chunkers, chunking
+    from rag_core.ingest.chunkers import recursive
+
+    assert chunking.CHUNKERS is chunkers.CHUNKERS and chunking.Chunker is chunkers.Chunker
+    assert chunking.span_chunk is chunkers.span_chunk and chunking.chunk_document is recursive.chunk_document
+    assert set(chunking.__all__) <= set(dir(chunking))
