@@ -121,8 +121,8 @@ class Browser:
     def js(self, expression: str) -> Any:
         return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
 
-    def wait_for(self, expression: str, what: str) -> Any:
-        deadline = time.monotonic() + STEP_SECONDS
+    def wait_for(self, expression: str, what: str, seconds: float = STEP_SECONDS) -> Any:
+        deadline = time.monotonic() + seconds
         while not (value := self.js(expression)):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the page never showed {what}")
@@ -171,22 +171,32 @@ def label_in_ui(browser: Browser, base: str, trace: dict[str, Any]) -> None:
     browser.wait_for(f"{leaf}.length > 0", "the question in the traces table")
     browser.js(f"{leaf}[0].click()")  # the row's cell opens the trace (a mouse event there may land on a hint)
     browser.click("Assess")
-    browser.click("Add feedback")
-    browser.click("Human feedback", "[role=menuitem]")
     add_human_feedback(browser, UI_LABEL)
-    # a passage label: the form has no metadata, so its rationale names the passage ("error-codes.pdf p1")
+    # the panel re-renders once the save comes back (MLflow 3.18: "Feedback (2)"), closing a form opened before
     browser.wait_for("!Array.from(document.querySelectorAll('button')).some(b => b.innerText.trim() === 'Create' "
-                     "&& b.offsetParent !== null)", "the first label saved")
-    browser.click("Add feedback")
-    browser.click("Human feedback", "[role=menuitem]")
+                     "&& b.offsetParent !== null) && /Feedback\\s*\\(2\\)/.test(document.body.innerText)",
+                     "the first label saved")
+    # a passage label: the form has no metadata, so its rationale names the passage ("error-codes.pdf p1")
     passage = trace["ui_passage"]
     add_human_feedback(browser, "passage_relevant", rationale=f"{passage['source']} p{passage['page']}")
 
 
-def add_human_feedback(browser: Browser, name: str, rationale: str = "") -> None:
-    """Fill the open feedback form: `name`, Boolean True (the form's default), `rationale`; Create."""
-    browser.type_into("input[placeholder='Enter a feedback name']", name)
-    browser.click(name, "li")  # the typeahead's option: the name as typed
+def add_human_feedback(browser: Browser, name: str, rationale: str = "", tries: int = 3) -> None:
+    """Open a feedback form (Add feedback -> Human feedback) and fill it: `name`, Boolean True (the form's
+    default), `rationale`; Create. A form that a re-render of the panel closed before the name's option showed
+    is opened again, up to `tries` times."""
+    for attempt in range(1, tries + 1):
+        browser.click("Add feedback")
+        browser.click("Human feedback", "[role=menuitem]")
+        browser.type_into("input[placeholder='Enter a feedback name']", name)
+        try:  # the typeahead's option: the name as typed
+            browser.wait_for(f"Array.from(document.querySelectorAll('li')).some(e => e.offsetParent !== null && "
+                             f"e.innerText.trim() === {json.dumps(name)})", f"li {name!r}", seconds=15)
+            break
+        except TimeoutError:
+            if attempt == tries:
+                raise
+    browser.click(name, "li")
     if rationale:
         browser.wait_for("(() => { const create = Array.from(document.querySelectorAll('button')).find(b => "
                          "b.innerText.trim() === 'Create' && b.offsetParent !== null); let form = create; "

@@ -30,7 +30,7 @@ def test_a_label_added_in_the_mlflow_ui_is_stored_and_exported(tmp_path):
     assert completed.returncode != 2, completed.stderr[-2000:]
     result = json.loads(completed.stdout)
     assert result["ui_label"] == {"name": "answer_accepted", "value": True, "rationale": None,
-                                  "source_type": "HUMAN", "source_id": "User"}, result.get("page")
+                                  "source_type": "HUMAN", "source_id": "User"}, (result.get("error"), result.get("page"))
     ui_passage = result["ui_passage"]
     assert result["ui_passage_label"] == {"name": "passage_relevant", "value": True, "source_type": "HUMAN",
                                           "rationale": f"{ui_passage['source']} p{ui_passage['page']}",
