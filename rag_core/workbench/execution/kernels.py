@@ -24,7 +24,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, AsyncIterator, Mapping
 
-from nbclient.util import run_hook
+from nbclient.exceptions import DeadKernelError
+from nbclient.util import ensure_async, run_hook
 from papermill.clientwrap import PapermillNotebookClient
 from papermill.engines import NBClientEngine, papermill_engines
 
@@ -34,6 +35,7 @@ WARM_UP = "from rag_core.workbench.execution.evaluation import preload; preload(
 # log level: the local kernel's "running over TCP without encryption" warning, once per kernel
 KERNEL_ARGUMENTS = ["--IPKernelApp.log_level=ERROR", f"--IPKernelApp.exec_lines={WARM_UP}"]
 HISTORY = "--HistoryManager.hist_file=:memory:"  # what nbclient adds when it starts a kernel itself
+STOPPED = "rag_stopped_on_purpose"  # set on a kernel manager that WarmKernel.shutdown is ending
 log = logging.getLogger("papermill")
 
 
@@ -42,6 +44,14 @@ class WarmClient(PapermillNotebookClient):
     they turn Ctrl-C into a clean-up of the kernel instead of a KeyboardInterrupt, so a sweep could go on
     after it. Without them Ctrl-C stops the sweep, which marks the point and itself KILLED. The kernel
     belongs to ``WarmKernel``, which shuts it down."""
+
+    async def _async_check_alive(self) -> None:
+        """nbclient's check, without its "Kernel died while waiting for execute reply." error when the kernel
+        was shut down on purpose (``WarmKernel.shutdown``: after Ctrl-C, a notebook still running in another
+        thread would print it before the sweep says "interrupted"). The DeadKernelError is raised either way."""
+        if getattr(self.km, STOPPED, False) and not await ensure_async(self.kc.is_alive()):
+            raise DeadKernelError("Kernel died")
+        await super()._async_check_alive()
 
     @asynccontextmanager
     async def async_setup_kernel(self, **kwargs: Any) -> AsyncIterator[None]:
@@ -128,6 +138,8 @@ class WarmKernel:
     def shutdown(self) -> None:
         from jupyter_core.utils import run_sync
 
+        if self._manager is not None:
+            setattr(self._manager, STOPPED, True)  # before its channels stop: a death a running notebook sees is ours
         if self.client is not None:
             self.client.stop_channels()
             self.client = None
