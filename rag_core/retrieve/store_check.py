@@ -80,6 +80,35 @@ def chroma_file(store_dir: Path) -> Path:
     return Path(store_dir) / "chroma" / "chroma.sqlite3"
 
 
+def truncation(path: Path, page_size: int) -> str | None:
+    """"truncated: ..." when the SQLite file at `path` is shorter than its header says and no write-ahead log
+    holds the rest; else None. The header is read before the size: a writer extends the file before its
+    header counts the new pages, or inside a checkpoint that leaves the log non-empty until it is done."""
+    with path.open("rb") as handle:
+        pages = int.from_bytes(handle.read(100)[28:32], "big")
+    size = path.stat().st_size
+    wal = Path(f"{path}-wal")
+    if (not wal.exists() or not wal.stat().st_size) and (size % page_size or size < pages * page_size):
+        return f"truncated: {size} bytes, its header says {pages * page_size}"
+    return None
+
+
+def under_read_lock(path: Path, check: Callable[[], str | None]) -> str | None:
+    """`check` again while this process holds a read transaction on the SQLite file at `path`: the bytes read
+    without one can be those of another process's write in progress (an ingest beside a query), which no
+    reader that takes SQLite's locks ever sees. When SQLite cannot read the file either, `check` decides."""
+    try:
+        connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
+        try:
+            connection.execute("BEGIN")
+            connection.execute("SELECT count(*) FROM sqlite_master").fetchall()
+            return check()
+        finally:
+            connection.close()
+    except sqlite3.DatabaseError:
+        return check()
+
+
 def check_sqlite(path: Path, store_dir: Path, tables: frozenset[str], owner: str, thorough: bool = False) -> None:
     """``DamagedStore`` when the SQLite file at `path` is empty, not SQLite, truncated, lacks `tables`
     (a foreign file), or (`thorough`) fails SQLite's ``quick_check``. Opens it read-only."""
@@ -94,10 +123,8 @@ def check_sqlite(path: Path, store_dir: Path, tables: frozenset[str], owner: str
     page_size = 65536 if page_size == 1 else page_size
     if page_size < 512 or page_size & (page_size - 1):  # a power of two from 512 to 65536 in every SQLite file
         raise derived_damage(path, store_dir, f"not an SQLite database (its header's page size is {page_size})")
-    pages = int.from_bytes(header[28:32], "big")
-    wal = Path(f"{path}-wal")
-    if (not wal.exists() or not wal.stat().st_size) and (size % page_size or size < pages * page_size):
-        raise derived_damage(path, store_dir, f"truncated: {size} bytes, its header says {pages * page_size}")
+    if truncation(path, page_size) and (reason := under_read_lock(path, lambda: truncation(path, page_size))):
+        raise derived_damage(path, store_dir, reason)
     try:
         connection = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=60)
         try:
