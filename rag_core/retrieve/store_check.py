@@ -82,8 +82,9 @@ def chroma_file(store_dir: Path) -> Path:
 
 def truncation(path: Path, page_size: int) -> str | None:
     """"truncated: ..." when the SQLite file at `path` is shorter than its header says and no write-ahead log
-    holds the rest; else None. The header is read before the size: a writer extends the file before its
-    header counts the new pages, or inside a checkpoint that leaves the log non-empty until it is done."""
+    holds the rest; else None. The header is read before the size, so that a file extended between the two
+    reads looks longer, not shorter; a commit still in progress can show a header ahead of the file all the
+    same, which ``under_read_lock`` settles."""
     with path.open("rb") as handle:
         pages = int.from_bytes(handle.read(100)[28:32], "big")
     size = path.stat().st_size
