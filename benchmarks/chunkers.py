@@ -19,7 +19,7 @@ chunker only when it is better on one corpus and worse on none.
 Usage: python benchmarks/chunkers.py [--input DIR --golden FILE] [--config YAML] [--set KEY=VALUE ...]
          [--chunkers recursive,fixed,...] [--sizes 128,256,512] [--baseline recursive:512] [--primary METRIC]
          [--store DIR] [--out FILE]
-       python benchmarks/chunkers.py --markdown benchmarks/results/chunkers_sample.json   (the tables of the docs)
+       python benchmarks/chunkers.py --markdown benchmarks/results/chunkers_sample.json   (the figures the docs quote)
 Left out: re-ranking (no cross-encoder offline), sizes in tokens (``--set chunk_unit=tokens`` counts every size in
 the embedding model's tokens instead).
 """
@@ -99,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, help="a store to build in (default: a fresh temporary one)")
     parser.add_argument("--out", type=Path, default=RESULTS / "chunkers.json")
     parser.add_argument("--markdown", type=Path, metavar="RESULTS",
-                        help="run nothing: print the tables of a results file as Markdown (docs/chunkers.md's)")
+                        help="run nothing: print the tables of a results file as Markdown (the figures docs/chunkers.md quotes)")
     args = parser.parse_args(argv)
     if args.markdown:
         print(markdown(json.loads(args.markdown.read_text())))
